@@ -1,0 +1,119 @@
+// Groups of lanes that call the allocator together.
+//
+// A lane_group is a set of lanes of one warp that execute the same call at
+// the same time: the coalescing layer forms one from the active lanes and
+// strategies may split it further (by size class, say) and let one leader do
+// the shared work. On the host a group is always a single lane, so the same
+// strategy code runs per thread there.
+//
+// Invariant: every lane in `mask` executes the same sequence of group
+// operations; each operation is a warp-synchronous primitive over `mask`.
+#pragma once
+
+#include <cstdint>
+
+#include "gpualloc/config.h"
+
+namespace gpualloc::detail {
+
+class lane_group {
+ public:
+  // The lanes that are active at this call site right now (on the host: this thread).
+  GPUALLOC_HD static lane_group coalesced() {
+#if GPUALLOC_ON_DEVICE
+    return lane_group(__activemask());
+#else
+    return lane_group(1u);
+#endif
+  }
+
+  // The sub-group of lanes whose `key` equals this lane's.
+  GPUALLOC_HD lane_group partition(std::uint64_t key) const {
+#if GPUALLOC_ON_DEVICE
+    return lane_group(__match_any_sync(mask_, (unsigned long long)key));
+#else
+    (void)key;
+    return *this;
+#endif
+  }
+
+  GPUALLOC_HD unsigned size() const { return size_; }
+  GPUALLOC_HD unsigned rank() const { return rank_; }
+  GPUALLOC_HD bool is_leader() const { return rank_ == 0; }
+  GPUALLOC_HD unsigned mask() const { return mask_; }
+
+  // The leader's value, on every lane.
+  GPUALLOC_HD std::uint64_t broadcast(std::uint64_t v) const {
+#if GPUALLOC_ON_DEVICE
+    return __shfl_sync(mask_, (unsigned long long)v, leader_lane_);
+#else
+    return v;
+#endif
+  }
+
+  template <class T>
+  GPUALLOC_HD T* broadcast(T* p) const {
+    return reinterpret_cast<T*>(broadcast(reinterpret_cast<std::uint64_t>(p)));
+  }
+
+  // The value of the lane with the given rank in this group, on every lane.
+  GPUALLOC_HD std::uint64_t shuffle_from_rank(std::uint64_t v, unsigned src_rank) const {
+#if GPUALLOC_ON_DEVICE
+    return __shfl_sync(mask_, (unsigned long long)v, __fns(mask_, 0, (int)src_rank + 1));
+#else
+    (void)src_rank;
+    return v;
+#endif
+  }
+
+  // Sum of `v` over the lanes ranked before this one; `total` gets the sum over the group.
+  GPUALLOC_HD std::uint64_t exclusive_sum(std::uint64_t v, std::uint64_t& total) const {
+#if GPUALLOC_ON_DEVICE
+    unsigned lane;  // %laneid: what masks index, in 1-D and multi-D blocks alike
+    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+    std::uint64_t inclusive = v;
+    if (mask_ == 0xffffffffu) {
+      for (int d = 1; d < 32; d *= 2) {
+        std::uint64_t up = __shfl_up_sync(mask_, (unsigned long long)inclusive, d);
+        if ((int)lane >= d) inclusive += up;
+      }
+      total = __shfl_sync(mask_, (unsigned long long)inclusive, 31);
+      return inclusive - v;
+    }
+    std::uint64_t before = 0, sum = 0;
+    for (unsigned m = mask_; m != 0; m &= m - 1) {
+      int src = __ffs(m) - 1;
+      std::uint64_t x = __shfl_sync(mask_, (unsigned long long)v, src);
+      if (src < (int)lane) before += x;
+      sum += x;
+    }
+    total = sum;
+    return before;
+#else
+    total = v;
+    return 0;
+#endif
+  }
+
+ private:
+  GPUALLOC_HD explicit lane_group(unsigned mask) : mask_(mask) {
+#if GPUALLOC_ON_DEVICE
+    unsigned lanes_below;
+    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lanes_below));
+    rank_ = __popc(mask & lanes_below);
+    size_ = __popc(mask);
+    leader_lane_ = __ffs(mask) - 1;
+#else
+    rank_ = 0;
+    size_ = 1;
+    leader_lane_ = 0;
+#endif
+  }
+
+  unsigned mask_;
+  unsigned rank_;
+  unsigned size_;
+  unsigned leader_lane_;
+};
+
+}  // namespace gpualloc::detail

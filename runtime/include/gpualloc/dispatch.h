@@ -1,0 +1,47 @@
+// From a run-time strategy id to the strategy's code.
+//
+// The switch is generated from the registry, so a new strategy needs no edit
+// here beyond including its header.
+#pragma once
+
+#include <utility>
+
+#include "gpualloc/heap.h"
+#include "gpualloc/registry.h"
+#include "gpualloc/strategies/atomic.h"
+#include "gpualloc/strategies/cuda.h"
+
+namespace gpualloc {
+
+template <class Strategy>
+struct strategy_tag {
+  using type = Strategy;
+};
+
+// Calls fn(strategy_tag<S>{}) for the strategy with this id.
+template <class Fn>
+GPUALLOC_INLINE decltype(auto) visit_strategy(strategy_id id, Fn&& fn) {
+  switch (id) {
+#define GPUALLOC_CASE(id, type, name, reuse, largest, summary) \
+  case strategy_id::id:                                      \
+    return std::forward<Fn>(fn)(strategy_tag<strategies::type>{});
+    GPUALLOC_STRATEGIES(GPUALLOC_CASE)
+#undef GPUALLOC_CASE
+  }
+  return std::forward<Fn>(fn)(strategy_tag<strategies::atomic_bump>{});  // unreachable: ids come from the registry
+}
+
+// Number of init phases (kernel launches) the strategy's init needs.
+GPUALLOC_INLINE int init_phases(strategy_id id) {
+  return visit_strategy(id, [](auto tag) { return decltype(tag)::type::init_phases; });
+}
+
+// One thread's share of init phase `phase` over `threads` threads.
+GPUALLOC_INLINE void init_strategy(heap_header* h, int phase, std::uint64_t thread, std::uint64_t threads) {
+  visit_strategy(static_cast<strategy_id>(h->strategy), [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    S::init(state_of<typename S::state>(h), h->space, phase, thread, threads);
+  });
+}
+
+}  // namespace gpualloc

@@ -1,0 +1,85 @@
+// The one list of strategies.
+//
+// Everything that names strategies reads this list: the device dispatch
+// (dispatch.h), the environment parser and statistics of libgpualloc,
+// gpualloc-info (and through it the README table, the conformance suite and
+// the benchmark). Adding a strategy is one header under strategies/ plus one
+// line here.
+//
+// This header is plain C++ with no CUDA dependency, so host-only tools can
+// include it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+// X(id, type, name, reuse, largest, summary)
+//   id      enumerator in gpualloc::strategy_id
+//   type    class in gpualloc::strategies implementing the strategy concept
+//   name    spelling in GPUALLOC_STRATEGY
+//   reuse   gpualloc::reuse_policy: what free() gives back
+//   largest the largest single request it serves, in words
+//   summary one line for --list and the README
+#define GPUALLOC_STRATEGIES(X)                                                              \
+  X(cuda, cuda_builtin, "cuda", full, "CUDA's heap limit",                                  \
+    "CUDA's built-in device malloc/free, passed through (heap size set from GPUALLOC_HEAP_SIZE)") \
+  X(atomic, atomic_bump, "atomic", none, "the heap",                                        \
+    "AtomicMalloc (Vinkler & Havran 2015): one atomicAdd per request (one per warp when coalesced); free is a no-op")
+
+namespace gpualloc {
+
+enum class strategy_id : std::uint32_t {
+#define GPUALLOC_ENUMERATOR(id, type, name, reuse, largest, summary) id,
+  GPUALLOC_STRATEGIES(GPUALLOC_ENUMERATOR)
+#undef GPUALLOC_ENUMERATOR
+};
+
+// What a strategy's free() does with the memory.
+enum class reuse_policy : std::uint8_t {
+  none,    // free is a no-op: memory is never handed out twice
+  unsafe,  // memory is handed out again even while still in use (a wrapping bump pointer)
+  full,    // freed memory is reused, live memory never is
+};
+
+struct strategy_info {
+  strategy_id id;
+  std::string_view name;
+  reuse_policy reuse;
+  std::string_view largest_request;
+  std::string_view summary;
+};
+
+inline constexpr strategy_info strategy_table[] = {
+#define GPUALLOC_INFO(id, type, name, reuse, largest, summary) \
+  {strategy_id::id, name, reuse_policy::reuse, largest, summary},
+    GPUALLOC_STRATEGIES(GPUALLOC_INFO)
+#undef GPUALLOC_INFO
+};
+
+inline constexpr std::size_t strategy_count = sizeof(strategy_table) / sizeof(strategy_table[0]);
+
+// The strategy used when GPUALLOC_STRATEGY is not set.
+inline constexpr strategy_id default_strategy = strategy_id::cuda;
+
+constexpr std::string_view reuse_policy_name(reuse_policy r) {
+  switch (r) {
+    case reuse_policy::none: return "none";
+    case reuse_policy::unsafe: return "unsafe";
+    case reuse_policy::full: return "full";
+  }
+  return "?";
+}
+
+// nullptr when no strategy has that name.
+constexpr const strategy_info* find_strategy(std::string_view name) {
+  for (const strategy_info& s : strategy_table)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+constexpr const strategy_info& strategy(strategy_id id) {
+  return strategy_table[static_cast<std::uint32_t>(id)];
+}
+
+}  // namespace gpualloc

@@ -1,0 +1,46 @@
+// AtomicMalloc (Vinkler & Havran, "Register Efficient Memory Allocator for
+// GPUs", CGF 2015, Algorithm 1): a bump pointer advanced with one atomicAdd
+// per request; free is a no-op and memory is never reused.
+//
+// Coalesced: the lanes of a group add their sizes with a prefix sum and the
+// leader advances the pointer once for all of them (one atomic per warp).
+//
+// Invariant: `next` only grows; [0, next) of the arena has been handed out.
+// Requests past the end of the arena return NULL (the pointer still advances,
+// so once full the heap stays full, as in the paper).
+#pragma once
+
+#include <cstdint>
+
+#include "gpualloc/detail/atomic.h"
+#include "gpualloc/detail/warp.h"
+#include "gpualloc/heap.h"
+
+namespace gpualloc::strategies {
+
+struct atomic_bump {
+  struct state {
+    std::uint64_t next;  // arena offset of the first byte not yet handed out
+  };
+
+  static constexpr int init_phases = 1;
+
+  GPUALLOC_HD static void init(state& s, const arena&, int /*phase*/, std::uint64_t thread, std::uint64_t /*threads*/) {
+    if (thread == 0) s.next = 0;
+  }
+
+  GPUALLOC_HD static void* malloc(state& s, const arena& a, std::uint64_t bytes, const detail::lane_group& group) {
+    std::uint64_t group_bytes;
+    std::uint64_t offset = group.exclusive_sum(bytes, group_bytes);
+    std::uint64_t base = 0;
+    if (group.is_leader()) base = detail::device_atomic<std::uint64_t>(s.next).fetch_add(group_bytes, detail::relaxed);
+    base = group.broadcast(base);
+    std::uint64_t begin = base + offset;
+    if (begin > a.bytes || bytes > a.bytes - begin) return nullptr;
+    return a.begin + begin;
+  }
+
+  GPUALLOC_HD static void free(state&, const arena&, void*, const detail::lane_group&) {}
+};
+
+}  // namespace gpualloc::strategies
