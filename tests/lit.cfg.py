@@ -13,7 +13,7 @@ import lit.formats
 
 config.name = "gpualloc"
 config.test_format = lit.formats.ShTest(execute_external=True)
-config.suffixes = [".ll", ".cu", ".test"]
+config.suffixes = [".ll", ".cu", ".cpp", ".test"]
 config.excludes = ["Inputs", "utils", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = config.gpualloc_obj_root
