@@ -1,0 +1,76 @@
+#include "AllocationSymbols.h"
+
+namespace gpualloc {
+namespace {
+
+using E = EntryPoint;
+
+// size_t is unsigned long (m) on nvptx64; std::align_val_t is St11align_val_t;
+// const std::nothrow_t& is RKSt9nothrow_t.
+const AllocationSymbol Symbols[] = {
+    // C
+    {"malloc", E::Malloc, 0, -1},
+    {"free", E::Free, 0, -1},
+
+    // operator new / new[] (size), nothrow (size, nothrow)
+    {"_Znwm", E::Malloc, 0, -1},
+    {"_Znam", E::Malloc, 0, -1},
+    {"_ZnwmRKSt9nothrow_t", E::Malloc, 0, -1},
+    {"_ZnamRKSt9nothrow_t", E::Malloc, 0, -1},
+    // ... with the memory profiler's __hot_cold_t hint appended
+    {"_Znwm12__hot_cold_t", E::Malloc, 0, -1},
+    {"_Znam12__hot_cold_t", E::Malloc, 0, -1},
+    {"_ZnwmRKSt9nothrow_t12__hot_cold_t", E::Malloc, 0, -1},
+    {"_ZnamRKSt9nothrow_t12__hot_cold_t", E::Malloc, 0, -1},
+
+    // aligned new (size, align), aligned nothrow (size, align, nothrow)
+    {"_ZnwmSt11align_val_t", E::MallocAligned, 0, 1},
+    {"_ZnamSt11align_val_t", E::MallocAligned, 0, 1},
+    {"_ZnwmSt11align_val_tRKSt9nothrow_t", E::MallocAligned, 0, 1},
+    {"_ZnamSt11align_val_tRKSt9nothrow_t", E::MallocAligned, 0, 1},
+    {"_ZnwmSt11align_val_t12__hot_cold_t", E::MallocAligned, 0, 1},
+    {"_ZnamSt11align_val_t12__hot_cold_t", E::MallocAligned, 0, 1},
+    {"_ZnwmSt11align_val_tRKSt9nothrow_t12__hot_cold_t", E::MallocAligned, 0, 1},
+    {"_ZnamSt11align_val_tRKSt9nothrow_t12__hot_cold_t", E::MallocAligned, 0, 1},
+
+    // operator delete / delete[] (ptr), sized (ptr, size), nothrow (ptr, nothrow)
+    {"_ZdlPv", E::Free, 0, -1},
+    {"_ZdaPv", E::Free, 0, -1},
+    {"_ZdlPvm", E::Free, 0, -1},
+    {"_ZdaPvm", E::Free, 0, -1},
+    {"_ZdlPvRKSt9nothrow_t", E::Free, 0, -1},
+    {"_ZdaPvRKSt9nothrow_t", E::Free, 0, -1},
+
+    // aligned delete (ptr, align), sized aligned (ptr, size, align),
+    // aligned nothrow (ptr, align, nothrow)
+    {"_ZdlPvSt11align_val_t", E::FreeAligned, 0, 1},
+    {"_ZdaPvSt11align_val_t", E::FreeAligned, 0, 1},
+    {"_ZdlPvmSt11align_val_t", E::FreeAligned, 0, 2},
+    {"_ZdaPvmSt11align_val_t", E::FreeAligned, 0, 2},
+    {"_ZdlPvSt11align_val_tRKSt9nothrow_t", E::FreeAligned, 0, 1},
+    {"_ZdaPvSt11align_val_tRKSt9nothrow_t", E::FreeAligned, 0, 1},
+};
+
+const UnsupportedSymbol Unsupported[] = {
+    {"__nv_aligned_device_malloc",
+     "its result is released with plain free(), which loses the alignment; use aligned operator new "
+     "(new (std::align_val_t(N)) T) or over-allocate with malloc"},
+};
+
+}  // namespace
+
+llvm::ArrayRef<AllocationSymbol> allocationSymbols() { return Symbols; }
+
+llvm::ArrayRef<UnsupportedSymbol> unsupportedSymbols() { return Unsupported; }
+
+llvm::StringRef entryPointName(EntryPoint Entry) {
+  switch (Entry) {
+    case E::Malloc: return "__gpualloc_malloc";
+    case E::Free: return "__gpualloc_free";
+    case E::MallocAligned: return "__gpualloc_malloc_aligned";
+    case E::FreeAligned: return "__gpualloc_free_aligned";
+  }
+  return "";
+}
+
+}  // namespace gpualloc
