@@ -96,7 +96,10 @@ void rewriteUses(Module& M, Function& F, const AllocationSymbol& S) {
     IRBuilder<> B(Call);  // new instructions get the call's debug location
     SmallVector<Value*, 4> Args(Call->args());
     Value* Result = emitEntryCall(B, Entry, S, Args, Call->getType());
-    if (Result) Call->replaceAllUsesWith(Result);
+    if (Result) {
+      if (isa<Instruction>(Result)) Result->takeName(Call);
+      Call->replaceAllUsesWith(Result);
+    }
     Call->eraseFromParent();
   }
 
