@@ -1,0 +1,241 @@
+// Heap creation, reset and teardown per context (see context_heaps.h).
+#include "context_heaps.h"
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "driver.h"
+#include "gpualloc/dispatch.h"
+#include "log.h"
+#include "module_setup.h"
+#include "statistics.h"
+
+// The init kernels' fatbin, embedded by embed.S.
+extern "C" const unsigned char gpualloc_init_fatbin[];
+
+namespace gpualloc::interpose {
+namespace {
+
+// All tables live forever (never destroyed): hooks may run during exit,
+// after static destructors.
+struct tables {
+  std::unordered_map<CUcontext, std::unique_ptr<context_heap>> heaps;
+  std::unordered_map<CUcontext, std::uint64_t> wishes;
+};
+
+tables& state() {
+  static tables* t = new tables();
+  return *t;
+}
+
+constexpr unsigned init_block = 256;
+
+std::string strategy_name(strategy_id id) { return std::string(strategy(id).name); }
+
+// Bytes to allocate for a non-cuda heap of ctx (current).
+std::uint64_t planned_bytes(CUcontext ctx, std::uint64_t free_bytes) {
+  const env::config& c = settings();
+  std::uint64_t bytes;
+  if (c.heap.is_set())
+    bytes = c.heap.resolve(free_bytes);
+  else if (auto it = state().wishes.find(ctx); it != state().wishes.end())
+    bytes = it->second;
+  else
+    bytes = env::default_heap_bytes(free_bytes);
+  const std::uint64_t minimum = sizeof(heap_header) + 2 * arena_alignment;
+  if (bytes < minimum) bytes = minimum;
+  return round_up(bytes, arena_alignment);
+}
+
+CUresult load_init_kernel(context_heap& h) {
+  if (h.init_kernel != nullptr) return CUDA_SUCCESS;
+  const driver_api& d = driver();
+  CUresult r = d.cuModuleLoadData(&h.init_module, gpualloc_init_fatbin);
+  if (r == CUDA_SUCCESS) r = d.cuModuleGetFunction(&h.init_kernel, h.init_module, "__gpualloc_init_kernel");
+  if (r != CUDA_SUCCESS)
+    GPUALLOC_LOG("cannot load libgpualloc's init kernels in context %llu (device %d): %s (built for compute "
+                 "capabilities %s)",
+                 h.ctx_id, h.device, error_name(r), GPUALLOC_INIT_KERNEL_ARCHS_STRING);
+  return r;
+}
+
+// Writes the header and runs the strategy's init phases on h.stream, then
+// waits for them. h.ctx must be current.
+CUresult initialise(context_heap& h) {
+  const driver_api& d = driver();
+  relaxed_capture_scope relaxed;
+
+  // Built in host memory that outlives the copy (we synchronise below).
+  auto header = std::make_unique<heap_header>();
+  std::memset(header.get(), 0, sizeof(heap_header));
+  header->magic = heap_magic;
+  header->strategy = static_cast<std::uint32_t>(h.strategy);
+  header->flags = h.flags;
+  header->heap_bytes = h.bytes;
+  // The arena's address is computed from the device address of the header.
+  header->space = h.strategy == strategy_id::cuda ? arena{nullptr, 0}
+                                                  : arena_after_header(reinterpret_cast<heap_header*>(h.header), h.bytes);
+  CUresult r = d.cuMemcpyHtoDAsync_v2(h.header, header.get(), sizeof(heap_header), h.stream);
+  if (r != CUDA_SUCCESS) return r;
+
+  const int phases = init_phases(h.strategy);
+  if (phases > 0) {
+    if ((r = load_init_kernel(h)) != CUDA_SUCCESS) return r;
+    int sms = 1;
+    d.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, h.device);
+    const unsigned blocks = static_cast<unsigned>(sms > 0 ? sms : 1) * 4;
+    for (int phase = 0; phase < phases; ++phase) {
+      CUdeviceptr heap = h.header;
+      void* args[] = {&heap, &phase};
+      r = d.cuLaunchKernel(h.init_kernel, blocks, 1, 1, init_block, 1, 1, 0, h.stream, args, nullptr);
+      if (r != CUDA_SUCCESS) return r;
+    }
+  }
+  return d.cuStreamSynchronize(h.stream);
+}
+
+}  // namespace
+
+std::mutex& state_lock() {
+  static std::mutex* m = new std::mutex();
+  return *m;
+}
+
+context_heap* find_heap(CUcontext ctx) {
+  auto it = state().heaps.find(ctx);
+  return it == state().heaps.end() ? nullptr : it->second.get();
+}
+
+CUresult ensure_heap(CUcontext ctx, context_heap** out) {
+  if ((*out = find_heap(ctx)) != nullptr) return CUDA_SUCCESS;
+  const driver_api& d = driver();
+  const env::config& c = settings();
+  const auto started = std::chrono::steady_clock::now();
+  relaxed_capture_scope relaxed;
+
+  auto h = std::make_unique<context_heap>();
+  h->ctx = ctx;
+  h->strategy = c.strategy;
+  h->flags = (c.stats ? heap_flag_stats : 0u) | (c.check ? heap_flag_checked : 0u);
+  CUresult r = d.cuCtxGetDevice(&h->device);
+  if (r != CUDA_SUCCESS) return r;
+  if (d.cuCtxGetId != nullptr) d.cuCtxGetId(ctx, &h->ctx_id);
+  size_t free_bytes = 0, total_bytes = 0;
+  if ((r = d.cuMemGetInfo_v2(&free_bytes, &total_bytes)) != CUDA_SUCCESS) return r;
+
+  if (h->strategy == strategy_id::cuda) {
+    // CUDA's heap holds the blocks; ours is only the header the runtime reads.
+    if (c.heap.is_set()) {
+      const std::uint64_t wanted = c.heap.resolve(free_bytes);
+      CUresult limit = d.cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, wanted);
+      if (limit != CUDA_SUCCESS)
+        GPUALLOC_LOG("warning: cannot set CUDA's heap to %s (%llu bytes) in context %llu: %s (a kernel using "
+                     "CUDA's malloc already ran?)",
+                     env::format_bytes(wanted).c_str(), static_cast<unsigned long long>(wanted), h->ctx_id,
+                     error_name(limit));
+    }
+    size_t limit = 0;
+    d.cuCtxGetLimit(&limit, CU_LIMIT_MALLOC_HEAP_SIZE);
+    h->cuda_heap_bytes = limit;
+    h->bytes = round_up(sizeof(heap_header), 256);
+  } else {
+    h->bytes = planned_bytes(ctx, free_bytes);
+  }
+
+  r = d.cuMemAlloc_v2(&h->header, h->bytes);
+  if (r != CUDA_SUCCESS) {
+    GPUALLOC_LOG("cannot allocate the %s heap of context %llu on device %d: tried %s (%llu bytes), %s (%llu bytes) "
+                 "free of %s: %s; set GPUALLOC_HEAP_SIZE to a smaller size",
+                 strategy_name(h->strategy).c_str(), h->ctx_id, h->device, env::format_bytes(h->bytes).c_str(),
+                 static_cast<unsigned long long>(h->bytes), env::format_bytes(free_bytes).c_str(),
+                 static_cast<unsigned long long>(free_bytes), env::format_bytes(total_bytes).c_str(), error_name(r));
+    return r;
+  }
+  r = d.cuStreamCreate(&h->stream, CU_STREAM_NON_BLOCKING);
+  if (r == CUDA_SUCCESS) r = initialise(*h);
+  if (r != CUDA_SUCCESS) {
+    GPUALLOC_LOG("cannot initialise the %s heap of context %llu on device %d: %s", strategy_name(h->strategy).c_str(),
+                 h->ctx_id, h->device, error_name(r));
+    d.cuMemFree_v2(h->header);
+    return r;
+  }
+
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  if (h->strategy == strategy_id::cuda)
+    GPUALLOC_VERBOSE("context %llu (device %d): strategy cuda, CUDA's heap %s, header at 0x%llx (%.1f ms)", h->ctx_id,
+                     h->device, env::format_bytes(h->cuda_heap_bytes).c_str(),
+                     static_cast<unsigned long long>(h->header), ms);
+  else
+    GPUALLOC_VERBOSE("context %llu (device %d): strategy %s, heap %s at 0x%llx, %s free before, %d init phase(s) (%.1f ms)",
+                     h->ctx_id, h->device, strategy_name(h->strategy).c_str(), env::format_bytes(h->bytes).c_str(),
+                     static_cast<unsigned long long>(h->header), env::format_bytes(free_bytes).c_str(),
+                     init_phases(h->strategy), ms);
+
+  register_exit_report();
+  *out = h.get();
+  state().heaps.emplace(ctx, std::move(h));
+  return CUDA_SUCCESS;
+}
+
+CUresult reset_heap(context_heap& h) {
+  context_scope scope(h.ctx);
+  if (scope.status() != CUDA_SUCCESS) return scope.status();
+  relaxed_capture_scope relaxed;
+  CUresult r = driver().cuCtxSynchronize();
+  if (r != CUDA_SUCCESS) return r;
+  h.errors_reported = 0;
+  return initialise(h);
+}
+
+CUresult read_counters(context_heap& h, heap_counters* out) {
+  const driver_api& d = driver();
+  context_scope scope(h.ctx);
+  if (scope.status() != CUDA_SUCCESS) return scope.status();
+  relaxed_capture_scope relaxed;
+  CUresult r = d.cuCtxSynchronize();
+  if (r == CUDA_SUCCESS)
+    r = d.cuMemcpyDtoHAsync_v2(out, h.header + offsetof(heap_header, counters), sizeof(heap_counters), h.stream);
+  if (r == CUDA_SUCCESS) r = d.cuStreamSynchronize(h.stream);
+  return r;
+}
+
+void retire_context(CUcontext ctx, const heap_counters* known) {
+  forget_context_modules(ctx);
+  state().wishes.erase(ctx);
+  auto it = state().heaps.find(ctx);
+  if (it == state().heaps.end()) return;
+  context_heap& h = *it->second;
+  if (settings().stats || settings().check) {
+    heap_counters counters{};
+    CUresult r = CUDA_SUCCESS;
+    if (known != nullptr)
+      counters = *known;
+    else
+      r = read_counters(h, &counters);
+    if (r == CUDA_SUCCESS)
+      remember_retired(h, counters);
+    else
+      GPUALLOC_LOG("cannot read the statistics of context %llu before it goes away: %s", h.ctx_id, error_name(r));
+  }
+  GPUALLOC_VERBOSE("context %llu (device %d) goes away with its heap", h.ctx_id, h.device);
+  // The memory, the stream and the init module go with the context.
+  state().heaps.erase(it);
+}
+
+void set_heap_wish(CUcontext ctx, std::uint64_t bytes) { state().wishes[ctx] = bytes; }
+
+std::uint64_t heap_size_for_limit(CUcontext ctx) {
+  if (context_heap* h = find_heap(ctx)) return h->bytes;
+  size_t free_bytes = 0, total_bytes = 0;
+  driver().cuMemGetInfo_v2(&free_bytes, &total_bytes);
+  return planned_bytes(ctx, free_bytes);
+}
+
+void for_each_heap_impl(void (*fn)(context_heap&, void*), void* user) {
+  for (auto& [ctx, h] : state().heaps) fn(*h, user);
+}
+
+}  // namespace gpualloc::interpose

@@ -1,0 +1,50 @@
+// Preparing kernels before they run: each module that carries the gpualloc
+// runtime gets its `__gpualloc_heap` variable pointed at its context's heap
+// before its first kernel runs in that context.
+//
+// Invariants:
+//  - A (context, function handle) pair is looked up once; after that a launch
+//    costs one lock and one hash lookup (the hot path).
+//  - A (context, module) pair is written once. Unloading any module or library
+//    clears both caches (handles may be reused); retiring a context drops its
+//    entries.
+//  - Writes go through libgpualloc's own non-blocking stream in relaxed
+//    capture mode, so they are legal while the program captures a graph.
+#pragma once
+
+#include <cuda.h>
+
+#include "context_heaps.h"
+
+namespace gpualloc::interpose {
+
+// What a launch needs to know after it was enqueued (checked mode).
+struct launch_info {
+  CUcontext ctx = nullptr;        // the context the launch went to
+  bool checked = false;           // the module has the runtime and the heap is in checked mode
+  CUfunction function = nullptr;  // the CUfunction (resolved from a CUkernel), for its name
+};
+
+// Before a launch of `f` (a CUfunction or a CUkernel) in the current context.
+// Returns the error of heap creation, if any; other lookup failures are left
+// to the real launch to report.
+CUresult prepare_launch(CUfunction f, launch_info* info);
+
+// After a launch enqueued on `stream` (per_thread: the launch was a _ptsz
+// variant): in checked mode, synchronise and report new invalid frees with
+// the kernel's name. Does nothing while the stream is being captured.
+void after_launch(const launch_info& info, CUstream stream, bool per_thread);
+
+// Prepares every kernel node of `graph`, recursing into child graphs.
+CUresult prepare_graph(CUgraph graph);
+
+// Prepares one kernel node given by its parameters (func, or kern in ctx).
+CUresult prepare_kernel_node(CUfunction func, CUkernel kern, CUcontext ctx);
+
+// cuModuleUnload / cuLibraryUnload: clear the caches.
+void forget_modules();
+
+// Drops ctx's cache entries. Caller holds state_lock().
+void forget_context_modules(CUcontext ctx);
+
+}  // namespace gpualloc::interpose
