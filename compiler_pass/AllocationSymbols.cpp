@@ -51,10 +51,15 @@ const AllocationSymbol Symbols[] = {
     {"_ZdaPvSt11align_val_tRKSt9nothrow_t", E::FreeAligned, 0, 1},
 };
 
+// CUDA's header defines __nv_aligned_device_malloc as an inline call of
+// __nv_aligned_device_malloc_impl (clang does not see that header part; a
+// program then declares the function itself).
+constexpr const char* AlignedMallocReason =
+    "its result is released with plain free(), which loses the alignment; use aligned operator new "
+    "(new (std::align_val_t(N)) T) or over-allocate with malloc";
 const UnsupportedSymbol Unsupported[] = {
-    {"__nv_aligned_device_malloc",
-     "its result is released with plain free(), which loses the alignment; use aligned operator new "
-     "(new (std::align_val_t(N)) T) or over-allocate with malloc"},
+    {"__nv_aligned_device_malloc", AlignedMallocReason},
+    {"__nv_aligned_device_malloc_impl", AlignedMallocReason},
 };
 
 }  // namespace

@@ -46,7 +46,11 @@ std::unique_ptr<Module> loadRuntime(Module& M) {
   LLVMContext& Ctx = M.getContext();
   if (!RuntimePath.empty()) {
     SMDiagnostic Err;
+    // clang's context drops value names, and then cannot parse textual IR.
+    bool Discard = Ctx.shouldDiscardValueNames();
+    Ctx.setDiscardValueNames(false);
     std::unique_ptr<Module> RT = parseIRFile(RuntimePath, Err, Ctx);
+    Ctx.setDiscardValueNames(Discard);
     if (!RT) error(M, "cannot read the runtime '" + RuntimePath + "': " + Err.getMessage());
     return RT;
   }
