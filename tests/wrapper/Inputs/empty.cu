@@ -1,0 +1,1 @@
+// An empty CUDA file, for tests that only look at commands.
