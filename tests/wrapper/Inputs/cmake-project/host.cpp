@@ -1,0 +1,1 @@
+int host_helper() { return 0; }

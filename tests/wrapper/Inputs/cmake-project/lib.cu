@@ -1,0 +1,1 @@
+__device__ int* make_value(int v) { return new int(v); }
