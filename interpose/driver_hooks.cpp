@@ -498,9 +498,15 @@ void* next_symbol(const void* caller, const char* name) {
   const link_map* caller_map = map_of(caller);
   if (caller_map == nullptr) return real_dlsym(RTLD_NEXT, name);
   for (link_map* m = caller_map->l_next; m != nullptr; m = m->l_next) {
-    // A link_map is a dlopen handle in glibc; dlsym through it also searches
-    // the object's dependencies, so keep only definitions in m itself.
-    void* p = real_dlsym(m, name);
+    if (m->l_name == nullptr || m->l_name[0] == '\0') continue;
+    // A handle of an object already loaded (dlopen sets up its search list;
+    // a raw link_map of a startup dependency is not a valid handle). dlsym
+    // through it also searches the object's dependencies, so keep only
+    // definitions in m itself.
+    void* h = dlopen(m->l_name, RTLD_LAZY | RTLD_NOLOAD);
+    if (h == nullptr) continue;
+    void* p = real_dlsym(h, name);
+    dlclose(h);
     if (p != nullptr && map_of(p) == m) return p;
   }
   return nullptr;
