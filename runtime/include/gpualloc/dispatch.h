@@ -9,6 +9,8 @@
 #include "gpualloc/heap.h"
 #include "gpualloc/registry.h"
 #include "gpualloc/strategies/atomic.h"
+#include "gpualloc/strategies/atomic_wrap.h"
+#include "gpualloc/strategies/circular.h"
 #include "gpualloc/strategies/cuda.h"
 
 namespace gpualloc {

@@ -25,7 +25,17 @@
   X(cuda, cuda_builtin, "cuda", full, "CUDA's heap limit",                                  \
     "CUDA's built-in device malloc/free, passed through (heap size set from GPUALLOC_HEAP_SIZE)") \
   X(atomic, atomic_bump, "atomic", none, "the heap",                                        \
-    "AtomicMalloc (Vinkler & Havran 2015): one atomicAdd per request (one per warp when coalesced); free is a no-op")
+    "AtomicMalloc (Vinkler & Havran 2015): one atomicAdd per request (one per warp when coalesced); free is a no-op") \
+  X(atomic_wrap, atomic_wrap, "atomic-wrap", unsafe, "the heap",                            \
+    "AWMalloc (Vinkler & Havran 2015): a bump pointer that wraps to the heap's start; NOT SAFE: reuses memory still in use") \
+  X(cmalloc, circular_malloc, "cmalloc", full, "the largest pre-split chunk, ~heap/(depth+1)", \
+    "CMalloc (Vinkler & Havran 2015): first fit on a circular chunk list pre-split as a binary heap, split/merge") \
+  X(cfmalloc, circular_fused_malloc, "cfmalloc", full, "the largest pre-split chunk, ~heap/(depth+1)", \
+    "CFMalloc (Vinkler & Havran 2015): CMalloc with the used flag fused into the next offset (one word per header)") \
+  X(cmmalloc, circular_multi_malloc, "cmmalloc", full, "the largest pre-split chunk of one SM's part, ~heap/(#SM*(depth+1))", \
+    "CMMalloc (Vinkler & Havran 2015): CMalloc with one start offset and one pre-split heap per SM") \
+  X(cfmmalloc, circular_fused_multi_malloc, "cfmmalloc", full, "the largest pre-split chunk of one SM's part, ~heap/(#SM*(depth+1))", \
+    "CFMMalloc (Vinkler & Havran 2015): CFMalloc with one start offset and one pre-split heap per SM")
 
 namespace gpualloc {
 
