@@ -8,8 +8,9 @@
 set(GPUALLOC_LLVM_ROOT "/usr/lib/llvm-22" CACHE PATH "Root of the LLVM/Clang 22 installation")
 set(_gpualloc_hint "run scripts/install-deps.sh (Debian packages clang-22 llvm-22-dev llvm-22-tools)")
 
-find_package(LLVM 22 CONFIG PATHS "${GPUALLOC_LLVM_ROOT}/lib/cmake/llvm" NO_DEFAULT_PATH)
-if(NOT LLVM_FOUND)
+# LLVM's version file accepts only an exact major.minor, so check the major by hand.
+find_package(LLVM CONFIG PATHS "${GPUALLOC_LLVM_ROOT}/lib/cmake/llvm" NO_DEFAULT_PATH)
+if(NOT LLVM_FOUND OR NOT LLVM_VERSION_MAJOR EQUAL 22)
   message(FATAL_ERROR "gpualloc needs LLVM 22 development files under ${GPUALLOC_LLVM_ROOT}: ${_gpualloc_hint}")
 endif()
 
