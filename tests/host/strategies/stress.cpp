@@ -1,0 +1,489 @@
+// Host stress test of every registered strategy's core, with CPU threads in
+// place of GPU lanes (a host lane_group is one lane). Built plainly and with
+// -fsanitize=thread; TSan then checks that the strategies' atomics order
+// every hand-over of memory from one owner to the next.
+//
+// For each strategy (iterating the registry, so new ones are picked up):
+//  basic       one thread: sizes 0 B .. 9000 B are 16-byte aligned, hold a
+//              pattern in every byte; impossible requests return NULL;
+//  stress      8 threads, rounds of: allocate mixed sizes (1 B .. 9000 B),
+//              fill every byte with the owner's pattern, free a random half,
+//              allocate more, verify everything, free all. A shadow map of
+//              16-byte granules (relaxed atomics: they add no happens-before
+//              edges that could hide a missing one in the allocator) catches
+//              two live blocks overlapping. Threads run their rounds without
+//              barriers, except for `unsafe` strategies, whose promise only
+//              holds while a round's blocks fit the heap;
+//  exhaustion  one thread, then all threads: allocate until NULL, verify,
+//              free, again. Expectations come from the registry's
+//              reuse_policy: none: still full after the frees; unsafe: never
+//              NULL; full: at least 90% as much again;
+//  pressure    the same stress on a 256 KiB heap (full-reuse strategies):
+//              requests fail now and then, blocks still never overlap;
+//  checked     the same stress with the tracking header (stats + checked
+//              mode): counters balance, a double free is caught.
+// The `cuda` strategy forwards to the C library on the host; it runs as a
+// sanity check of the harness (no shadow map, no exhaustion).
+//
+// Usage: gpualloc-strategy-stress [--strategy NAME]... [--rounds N] [--threads N] [--heap MiB]
+#include <atomic>
+#include <barrier>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "gpualloc/allocate.h"
+#include "gpualloc/dispatch.h"
+#include "gpualloc/heap.h"
+#include "gpualloc/registry.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define STRESS_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define STRESS_TSAN 1
+#endif
+#endif
+#ifndef STRESS_TSAN
+#define STRESS_TSAN 0
+#endif
+
+#if STRESS_TSAN
+// Any race report fails the run; the `cuda` strategy hands impossible
+// requests to the C library, which must answer NULL, not abort.
+extern "C" const char* __tsan_default_options() { return "halt_on_error=1:allocator_may_return_null=1"; }
+#endif
+
+namespace {
+
+using gpualloc::heap_header;
+using gpualloc::reuse_policy;
+using gpualloc::strategy_id;
+using gpualloc::strategy_info;
+
+struct options {
+  std::vector<std::string> only;
+  int rounds = STRESS_TSAN ? 40 : 400;
+  int threads = 8;
+  std::uint64_t heap_mib = 16;
+};
+
+std::atomic<int> failures{0};
+
+#define FAIL(...)                           \
+  do {                                      \
+    std::fprintf(stderr, "FAILED: ");       \
+    std::fprintf(stderr, __VA_ARGS__);      \
+    std::fprintf(stderr, "\n");             \
+    failures.fetch_add(1);                  \
+  } while (0)
+
+struct rng {
+  std::uint64_t s;
+  explicit rng(std::uint64_t seed) : s(seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull) {}
+  std::uint64_t next() {
+    std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  std::uint64_t below(std::uint64_t n) { return next() % n; }
+};
+
+// As the GPU conformance suite: 60% 1-64 B, 25% up to 512 B, 10% up to 4 KiB, 5% up to 9000 B.
+std::uint64_t request_size(rng& r) {
+  std::uint64_t pick = r.below(100);
+  if (pick < 60) return 1 + r.below(64);
+  if (pick < 85) return 65 + r.below(448);
+  if (pick < 95) return 513 + r.below(3584);
+  return 4097 + r.below(4904);
+}
+
+// One heap: header + arena in aligned host memory, initialised like libgpualloc does.
+class test_heap {
+ public:
+  test_heap(strategy_id id, std::uint64_t bytes, std::uint32_t flags, int init_threads) : bytes_(bytes) {
+    memory_ = static_cast<std::byte*>(std::aligned_alloc(gpualloc::arena_alignment, bytes));
+    std::memset(memory_, 0xa5, bytes);  // strategies must not count on zeroed memory
+    h_ = new (memory_) heap_header{};
+    h_->strategy = static_cast<std::uint32_t>(id);
+    h_->flags = flags;
+    h_->heap_bytes = bytes;
+    h_->space = gpualloc::arena_after_header(h_, bytes);
+    for (int phase = 0; phase < gpualloc::init_phases(id); ++phase) {
+      std::vector<std::thread> ts;
+      for (int t = 0; t < init_threads; ++t)
+        ts.emplace_back([this, phase, t, init_threads] { gpualloc::init_strategy(h_, phase, t, init_threads); });
+      for (auto& t : ts) t.join();
+    }
+    h_->magic = gpualloc::heap_magic;
+    granules_ = h_->space.bytes / 16;
+    shadow_ = std::make_unique<std::atomic<std::uint16_t>[]>(granules_);
+  }
+  ~test_heap() { std::free(memory_); }
+
+  heap_header* get() const { return h_; }
+  std::uint64_t arena_bytes() const { return h_->space.bytes; }
+
+  // Claims [p, p + size) for `owner` in the shadow map; false if another live block holds part of it.
+  bool claim(const void* p, std::uint64_t size, std::uint16_t owner) {
+    if (!h_->space.contains(p)) return true;  // the cuda strategy: libc memory
+    std::uint64_t first = (static_cast<const std::byte*>(p) - h_->space.begin) / 16;
+    std::uint64_t last = first + (size + 15) / 16;
+    if (last > granules_) return false;
+    for (std::uint64_t g = first; g < last; ++g) {
+      std::uint16_t expected = 0;
+      if (!shadow_[g].compare_exchange_strong(expected, owner, std::memory_order_relaxed)) {
+        for (std::uint64_t u = first; u < g; ++u) shadow_[u].store(0, std::memory_order_relaxed);
+        return false;
+      }
+    }
+    return true;
+  }
+  void release(const void* p, std::uint64_t size) {
+    if (!h_->space.contains(p)) return;
+    std::uint64_t first = (static_cast<const std::byte*>(p) - h_->space.begin) / 16;
+    for (std::uint64_t g = first; g < first + (size + 15) / 16; ++g) shadow_[g].store(0, std::memory_order_relaxed);
+  }
+
+ private:
+  std::uint64_t bytes_;
+  std::byte* memory_;
+  heap_header* h_;
+  std::uint64_t granules_;
+  std::unique_ptr<std::atomic<std::uint16_t>[]> shadow_;
+};
+
+struct block {
+  unsigned char* p;
+  std::uint64_t size;
+  unsigned char pattern;
+};
+
+bool aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % gpualloc::min_alignment == 0; }
+
+void fill(const block& b) { std::memset(b.p, b.pattern, b.size); }
+
+bool intact(const block& b) {
+  for (std::uint64_t i = 0; i < b.size; ++i)
+    if (b.p[i] != b.pattern) return false;
+  return true;
+}
+
+void test_basic(const strategy_info& s, test_heap& heap) {
+  heap_header* h = heap.get();
+  const bool libc = s.id == strategy_id::cuda;
+  for (std::uint64_t size : {0, 1, 15, 16, 17, 100, 1000, 4096, 8192, 9000}) {
+    auto* p = static_cast<unsigned char*>(gpualloc::heap_malloc(h, size));
+    if (p == nullptr) {
+      FAIL("%.*s basic: malloc(%" PRIu64 ") returned NULL", (int)s.name.size(), s.name.data(), size);
+      continue;
+    }
+    if (!aligned(p)) FAIL("%.*s basic: malloc(%" PRIu64 ") = %p is not 16-byte aligned", (int)s.name.size(), s.name.data(), size, (void*)p);
+    block b{p, size == 0 ? 1 : size, 0x5a};
+    fill(b);
+    if (!intact(b)) FAIL("%.*s basic: pattern lost", (int)s.name.size(), s.name.data());
+    gpualloc::heap_free(h, p);
+  }
+  gpualloc::heap_free(h, nullptr);
+}
+
+// Last on a heap: a failed request may use up an `atomic` heap for good.
+void test_oversize(const strategy_info& s, test_heap& heap) {
+  heap_header* h = heap.get();
+  const bool libc = s.id == strategy_id::cuda;
+  if (gpualloc::heap_malloc(h, gpualloc::impossible_request) != nullptr)
+    FAIL("%.*s basic: malloc(impossible_request) did not return NULL", (int)s.name.size(), s.name.data());
+  if (gpualloc::heap_malloc(h, ~std::uint64_t{0}) != nullptr)
+    FAIL("%.*s basic: malloc(SIZE_MAX) did not return NULL", (int)s.name.size(), s.name.data());
+  if (!libc && gpualloc::heap_malloc(h, heap.arena_bytes() + 1) != nullptr)
+    FAIL("%.*s basic: malloc(arena bytes + 1) did not return NULL", (int)s.name.size(), s.name.data());
+}
+
+struct stress_result {
+  std::atomic<std::uint64_t> mallocs{0}, nulls{0};
+};
+
+// One thread's rounds. `sync` (unsafe strategies only) separates rounds.
+void stress_thread(const strategy_info& s, test_heap& heap, int thread, int rounds, int per_round,
+                   std::barrier<>* sync, stress_result& result) {
+  heap_header* h = heap.get();
+  rng r(thread * 7919 + 1);
+  std::vector<block> live;
+  std::uint64_t mallocs = 0, nulls = 0;
+  const auto owner = static_cast<std::uint16_t>(thread + 1);
+  auto allocate = [&](int n, int round) {
+    for (int i = 0; i < n; ++i) {
+      std::uint64_t size = request_size(r);
+      auto* p = static_cast<unsigned char*>(gpualloc::heap_malloc(h, size));
+      if (p == nullptr) {
+        ++nulls;
+        continue;
+      }
+      ++mallocs;
+      if (!aligned(p)) FAIL("%.*s stress: %p not 16-byte aligned", (int)s.name.size(), s.name.data(), (void*)p);
+      if (!heap.claim(p, size, owner)) {
+        FAIL("%.*s stress: thread %d got [%p, +%" PRIu64 ") overlapping a live block", (int)s.name.size(),
+             s.name.data(), thread, (void*)p, size);
+        continue;  // do not write into someone else's block
+      }
+      block b{p, size, static_cast<unsigned char>(thread * 31 + round * 7 + i + 1)};
+      fill(b);
+      live.push_back(b);
+    }
+  };
+  auto release = [&](const block& b) {
+    if (!intact(b))
+      FAIL("%.*s stress: thread %d's block [%p, +%" PRIu64 ") was overwritten", (int)s.name.size(), s.name.data(),
+           thread, (void*)b.p, b.size);
+    heap.release(b.p, b.size);
+    gpualloc::heap_free(h, b.p);
+  };
+  for (int round = 0; round < rounds; ++round) {
+    allocate(per_round, round);
+    for (std::size_t i = 0; i < live.size();) {  // free a random half
+      if (r.below(2)) {
+        release(live[i]);
+        live[i] = live.back();
+        live.pop_back();
+      } else {
+        ++i;
+      }
+    }
+    allocate(per_round / 2, round);
+    for (const block& b : live) release(b);
+    live.clear();
+    if (sync) sync->arrive_and_wait();
+  }
+  result.mallocs += mallocs;
+  result.nulls += nulls;
+}
+
+// `pressure`: the heap is small enough to run out now and then; NULL is allowed.
+void test_stress(const strategy_info& s, test_heap& heap, const options& o, int rounds, const char* label,
+                 bool pressure = false) {
+  const int per_round = 48;
+  stress_result result;
+  std::barrier<> sync(o.threads);
+  std::barrier<>* between = s.reuse == reuse_policy::unsafe ? &sync : nullptr;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < o.threads; ++t)
+    ts.emplace_back([&, t] { stress_thread(s, heap, t, rounds, per_round, between, result); });
+  for (auto& t : ts) t.join();
+  // The heap holds a few rounds' worth; only `none` (no reuse) may run out.
+  if (s.reuse != reuse_policy::none && !pressure && result.nulls != 0)
+    FAIL("%.*s %s: %" PRIu64 " of %" PRIu64 " requests returned NULL", (int)s.name.size(), s.name.data(), label,
+         (std::uint64_t)result.nulls, (std::uint64_t)(result.nulls + result.mallocs));
+  std::printf("  %s: %d threads x %d rounds, %" PRIu64 " blocks, %" PRIu64 " NULL\n", label, o.threads, rounds,
+              (std::uint64_t)result.mallocs, (std::uint64_t)result.nulls);
+}
+
+// Allocates `size`-byte blocks until NULL (at most `cap`), filling each; returns them.
+std::vector<block> exhaust(heap_header* h, test_heap& heap, std::uint64_t size, std::uint64_t cap, int thread,
+                           bool& overlap) {
+  std::vector<block> got;
+  for (std::uint64_t i = 0; i < cap; ++i) {
+    auto* p = static_cast<unsigned char*>(gpualloc::heap_malloc(h, size));
+    if (p == nullptr) break;
+    if (!heap.claim(p, size, static_cast<std::uint16_t>(thread + 1))) {
+      overlap = true;
+      continue;
+    }
+    block b{p, size, static_cast<unsigned char>(i * 13 + thread)};
+    fill(b);
+    got.push_back(b);
+  }
+  return got;
+}
+
+bool release_all(test_heap& heap, std::vector<block>& blocks, bool shuffle, int seed) {
+  bool ok = true;
+  rng r(seed);
+  if (shuffle)
+    for (std::size_t i = blocks.size(); i > 1; --i) std::swap(blocks[i - 1], blocks[r.below(i)]);
+  for (const block& b : blocks) {
+    ok &= intact(b);
+    heap.release(b.p, b.size);
+    gpualloc::heap_free(heap.get(), b.p);
+  }
+  blocks.clear();
+  return ok;
+}
+
+void test_exhaustion(const strategy_info& s, test_heap& heap, const options& o) {
+  heap_header* h = heap.get();
+  const std::uint64_t arena = heap.arena_bytes();
+  const auto name = [&] { return std::string(s.name); };
+  bool overlap = false;
+
+  if (s.reuse == reuse_policy::unsafe) {  // a wrapping strategy never says NULL
+    for (std::uint64_t size : {4096u, 9000u, 48u}) {
+      std::uint64_t cap = 2 * arena / size, got = 0;
+      for (std::uint64_t i = 0; i < cap; ++i) {
+        void* p = gpualloc::heap_malloc(h, size);
+        if (p == nullptr || !aligned(p) || !h->space.contains(p) ||
+            static_cast<std::byte*>(p) + size > h->space.begin + arena) {
+          FAIL("%s exhaustion: request %" PRIu64 " of %" PRIu64 " B gave %p", name().c_str(), i, size, p);
+          break;
+        }
+        gpualloc::heap_free(h, p);
+        ++got;
+      }
+      std::printf("  exhaustion: %" PRIu64 " blocks of %" PRIu64 " B (%.1fx the arena), no NULL\n", got, size,
+                  double(got * size) / arena);
+    }
+    return;
+  }
+
+  // One thread: 4 KiB blocks until NULL, twice; then 64 B, then 9000 B blocks.
+  const std::uint64_t cap = arena / 16 + 16;
+  std::vector<block> first = exhaust(h, heap, 4096, cap, 0, overlap);
+  const std::uint64_t n1 = first.size();
+  if (n1 == cap) FAIL("%s exhaustion: never ran out", name().c_str());
+  if (!release_all(heap, first, true, 1)) FAIL("%s exhaustion: a 4 KiB block was overwritten", name().c_str());
+  std::vector<block> second = exhaust(h, heap, 4096, cap, 0, overlap);
+  const std::uint64_t n2 = second.size();
+  if (!release_all(heap, second, true, 2)) FAIL("%s exhaustion: a 4 KiB block was overwritten", name().c_str());
+  std::vector<block> small = exhaust(h, heap, 64, cap, 0, overlap);
+  const std::uint64_t n3 = small.size();
+  if (!release_all(heap, small, true, 3)) FAIL("%s exhaustion: a 64 B block was overwritten", name().c_str());
+  std::vector<block> large = exhaust(h, heap, 9000, cap, 0, overlap);
+  const std::uint64_t n4 = large.size();
+  if (!release_all(heap, large, false, 4)) FAIL("%s exhaustion: a 9000 B block was overwritten", name().c_str());
+  if (overlap) FAIL("%s exhaustion: blocks overlap", name().c_str());
+  std::printf("  exhaustion, 1 thread: 4 KiB x %" PRIu64 " (%.1f%% of the arena), again x %" PRIu64
+              "; 64 B x %" PRIu64 " (%.1f%%); 9000 B x %" PRIu64 " (%.1f%%)\n",
+              n1, 100.0 * n1 * 4096 / arena, n2, n3, 100.0 * n3 * 64 / arena, n4, 100.0 * n4 * 9000 / arena);
+  if (s.reuse == reuse_policy::none) {
+    if (n2 != 0 || n3 != 0 || n4 != 0) FAIL("%s exhaustion: memory reused by a strategy that never reuses", name().c_str());
+    return;
+  }
+  if (n1 == 0 || n2 < n1 * 9 / 10) FAIL("%s exhaustion: %" PRIu64 " then %" PRIu64 " blocks", name().c_str(), n1, n2);
+  if (n3 < n1) FAIL("%s exhaustion: only %" PRIu64 " 64 B blocks after freeing", name().c_str(), n3);
+  // 9000 B blocks need the 64 B blocks' chunks merged again.
+  if (n4 == 0 || n4 * 9000 < n1 * 4096 * 8 / 10)
+    FAIL("%s exhaustion: only %" PRIu64 " 9000 B blocks after freeing small ones", name().c_str(), n4);
+
+  // All threads at once, three cycles.
+  std::uint64_t totals[3] = {};  // bytes
+  for (int cycle = 0; cycle < 3; ++cycle) {
+    std::atomic<std::uint64_t> total{0};
+    std::atomic<bool> bad{false};
+    std::barrier<> full(o.threads);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < o.threads; ++t)
+      ts.emplace_back([&, t, cycle] {
+        bool over = false;
+        rng r(t + 100 * cycle);
+        const std::uint64_t size = 256 + 16 * r.below(256);
+        std::vector<block> mine = exhaust(h, heap, size, cap, t, over);
+        total += mine.size() * size;
+        full.arrive_and_wait();
+        if (over || !release_all(heap, mine, true, t)) bad = true;
+      });
+    for (auto& t : ts) t.join();
+    totals[cycle] = total;
+    if (bad) FAIL("%s exhaustion, %d threads: blocks overlap or were overwritten", name().c_str(), o.threads);
+  }
+  std::printf("  exhaustion, %d threads (each until its first NULL, 256-4336 B): %.1f%%, %.1f%%, %.1f%% of the arena\n",
+              o.threads, 100.0 * totals[0] / arena, 100.0 * totals[1] / arena, 100.0 * totals[2] / arena);
+  for (std::uint64_t t : totals)
+    if (t < arena * 7 / 10) FAIL("%s exhaustion, threads: less than 70%% of the arena allocated", name().c_str());
+}
+
+void test_checked(const strategy_info& s, const options& o, std::uint64_t heap_bytes) {
+  test_heap heap(s.id, heap_bytes, gpualloc::heap_flag_stats | gpualloc::heap_flag_checked, 3);
+  const gpualloc::heap_counters& c = heap.get()->counters;
+  if (s.id != strategy_id::cuda) {  // a second free of libc memory is undefined
+    void* p = gpualloc::heap_malloc(heap.get(), 100);
+    gpualloc::heap_free(heap.get(), p);
+    std::fprintf(stderr, "  (expect one reported double free:)\n");
+    gpualloc::heap_free(heap.get(), p);
+    if (p == nullptr || c.double_frees != 1)
+      FAIL("%.*s checked: a double free went unnoticed", (int)s.name.size(), s.name.data());
+    const_cast<gpualloc::heap_counters&>(c).double_frees = 0;
+  }
+  test_stress(s, heap, o, o.rounds / 4 + 1, "stress, checked mode");
+  if (c.mallocs != c.frees || c.bytes_in_use != 0 || c.double_frees != 0 || c.foreign_frees != 0)
+    FAIL("%.*s checked: counters mallocs %" PRIu64 " frees %" PRIu64 " in use %" PRIu64 " double %" PRIu64
+         " foreign %" PRIu64,
+         (int)s.name.size(), s.name.data(), c.mallocs, c.frees, c.bytes_in_use, c.double_frees, c.foreign_frees);
+}
+
+bool selected(const options& o, std::string_view name) {
+  if (o.only.empty()) return true;
+  for (const std::string& n : o.only)
+    if (n == name) return true;
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", argv[i]);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--strategy") {
+      o.only.emplace_back(value());
+      if (!gpualloc::find_strategy(o.only.back())) {
+        std::fprintf(stderr, "unknown strategy %s\n", o.only.back().c_str());
+        return 2;
+      }
+    } else if (a == "--rounds") {
+      o.rounds = std::atoi(value());
+    } else if (a == "--threads") {
+      o.threads = std::atoi(value());
+    } else if (a == "--heap") {
+      o.heap_mib = std::strtoull(value(), nullptr, 10);
+    } else {
+      std::fprintf(stderr, "usage: %s [--strategy NAME]... [--rounds N] [--threads N] [--heap MiB]\n", argv[0]);
+      return 2;
+    }
+  }
+  const std::uint64_t heap_bytes = o.heap_mib << 20;
+  std::printf("gpualloc strategy stress%s: %d threads, %d rounds, %" PRIu64 " MiB heaps\n", STRESS_TSAN ? " (TSan)" : "",
+              o.threads, o.rounds, o.heap_mib);
+  int tested = 0;
+  for (const strategy_info& s : gpualloc::strategy_table) {
+    if (!selected(o, s.name)) continue;
+    const int before = failures.load();
+    std::printf("%.*s (reuse %.*s)\n", (int)s.name.size(), s.name.data(), (int)reuse_policy_name(s.reuse).size(),
+                reuse_policy_name(s.reuse).data());
+    std::fflush(stdout);
+    {
+      test_heap heap(s.id, heap_bytes, 0, 3);
+      test_basic(s, heap);
+      test_stress(s, heap, o, o.rounds, "stress");
+      test_oversize(s, heap);
+    }
+    if (s.reuse == reuse_policy::full && s.id != strategy_id::cuda) {
+      // The threads' live peak (~250 KB) about fills it: walks run out, merge and lap concurrently.
+      test_heap small(s.id, 256u << 10, 0, 3);
+      test_stress(s, small, o, o.rounds / 2, "stress, 256 KiB heap", true);
+    }
+    if (s.id != strategy_id::cuda) {
+      test_heap fresh(s.id, heap_bytes, 0, 3);
+      test_exhaustion(s, fresh, o);
+    }
+    test_checked(s, o, heap_bytes);
+    std::printf("%.*s: %s\n", (int)s.name.size(), s.name.data(), failures.load() == before ? "ok" : "FAILED");
+    std::fflush(stdout);
+    ++tested;
+  }
+  std::printf("%d strategies, %d failures\n", tested, failures.load());
+  return failures.load() == 0 && tested > 0 ? 0 : 1;
+}
