@@ -93,8 +93,14 @@ void makeLookLikePartOf(Module& RT, const Module& M) {
   RT.setDataLayout(M.getDataLayout());
   for (const char* Name : {"llvm.module.flags", "llvm.ident", "nvvmir.version"})
     if (NamedMDNode* MD = RT.getNamedMetadata(Name)) RT.eraseNamedMetadata(MD);
-  for (Function& F : RT)
-    if (!F.isDeclaration()) F.addFnAttr(RuntimeAttr);
+  for (Function& F : RT) {
+    if (!F.isDeclaration()) {
+      F.addFnAttr(RuntimeAttr);
+    } else {  // e.g. CUDA's malloc: declared for the runtime's GPU, defined for any
+      F.removeFnAttr("target-cpu");
+      F.removeFnAttr("target-features");
+    }
+  }
 }
 
 // M's own target-cpu and target-features, from its first function with them.

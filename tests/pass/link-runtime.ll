@@ -1,5 +1,7 @@
 ; REQUIRES: clang
-; RUN: %opt -load-pass-plugin=%pass-plugin -passes=gpualloc-rewrite -S %s | FileCheck %s
+; RUN: %opt -load-pass-plugin=%pass-plugin -passes=gpualloc-rewrite -S %s -o %t.ll
+; RUN: FileCheck %s < %t.ll
+; RUN: FileCheck %s --check-prefix=RETARGETED < %t.ll
 
 ; After rewriting, the runtime (built into the plugin) is linked into the
 ; module:
@@ -38,10 +40,12 @@ define ptx_kernel void @kernel(ptr %out) #0 {
 
 ; CHECK: define internal {{.*}}ptr @__gpualloc_malloc(i64 {{.*}} #[[RT:[0-9]+]]
 ; CHECK: call {{.*}}ptr @malloc(i64
-; CHECK: define internal {{.*}}void @__gpualloc_free(ptr {{.*}} #[[RT]]
+; CHECK: define internal {{.*}}void @__gpualloc_free(ptr
 ; CHECK-NOT: define {{(dso_local )?}}{{(weak|linkonce)}}
 
 ; CHECK: attributes #[[RT]] = { {{.*}}"gpualloc-runtime"{{.*}}"target-cpu"="sm_90" "target-features"="+ptx86,+sm_90" }
+; No trace of the runtime's own GPU (sm_75) is left.
+; RETARGETED-NOT: sm_75
 attributes #0 = { "target-cpu"="sm_90" "target-features"="+ptx86,+sm_90" }
 
 ; CHECK: !llvm.module.flags = !{[[FTZ:![0-9]+]]}
