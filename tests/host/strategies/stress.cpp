@@ -20,6 +20,8 @@
 //              NULL; full: at least 90% as much again;
 //  pressure    the same stress on a 256 KiB heap (full-reuse strategies):
 //              requests fail now and then, blocks still never overlap;
+//  largest     the largest request a fresh heap serves (binary search); 16 B
+//              more returns NULL and leaves the heap working;
 //  checked     the same stress with the tracking header (stats + checked
 //              mode): counters balance, a double free is caught.
 // The `cuda` strategy forwards to the C library on the host; it runs as a
@@ -205,6 +207,50 @@ void test_oversize(const strategy_info& s, test_heap& heap) {
     FAIL("%.*s basic: malloc(SIZE_MAX) did not return NULL", (int)s.name.size(), s.name.data());
   if (!libc && gpualloc::heap_malloc(h, heap.arena_bytes() + 1) != nullptr)
     FAIL("%.*s basic: malloc(arena bytes + 1) did not return NULL", (int)s.name.size(), s.name.data());
+}
+
+// The largest request a fresh heap serves (binary search, a fresh heap per
+// probe); then, on one heap: it succeeds, 16 B more returns NULL, and the
+// heap still serves mixed requests afterwards.
+void test_largest(const strategy_info& s, std::uint64_t heap_bytes) {
+  auto serves = [&](std::uint64_t size) {
+    test_heap heap(s.id, heap_bytes, 0, 1);
+    void* p = gpualloc::heap_malloc(heap.get(), size);
+    if (p != nullptr) {
+      if (!aligned(p) || !heap.get()->space.contains(p) ||
+          static_cast<std::byte*>(p) + size > heap.get()->space.begin + heap.arena_bytes())
+        FAIL("%.*s largest: a %" PRIu64 " B block lies outside the arena", (int)s.name.size(), s.name.data(), size);
+      std::memset(p, 0x3c, size);
+    }
+    return p != nullptr;
+  };
+  std::uint64_t lo = 16, hi = heap_bytes;  // serves lo, not hi
+  if (!serves(lo) || serves(hi)) {
+    FAIL("%.*s largest: cannot bracket the largest request", (int)s.name.size(), s.name.data());
+    return;
+  }
+  while (hi - lo > 16) {
+    std::uint64_t mid = (lo + hi) / 2 / 16 * 16;
+    (serves(mid) ? lo : hi) = mid;
+  }
+  test_heap heap(s.id, heap_bytes, 0, 1);
+  heap_header* h = heap.get();
+  void* big = gpualloc::heap_malloc(h, lo);
+  if (big == nullptr) FAIL("%.*s largest: %" PRIu64 " B served once, not again", (int)s.name.size(), s.name.data(), lo);
+  gpualloc::heap_free(h, big);
+  if (gpualloc::heap_malloc(h, lo + 16) != nullptr && s.reuse != reuse_policy::unsafe)
+    FAIL("%.*s largest: %" PRIu64 " B served after all", (int)s.name.size(), s.name.data(), lo + 16);
+  std::uint64_t served = 0;
+  rng r(5);
+  for (int i = 0; i < 1000; ++i) {
+    void* p = gpualloc::heap_malloc(h, request_size(r));
+    served += p != nullptr;
+    if (i % 2) gpualloc::heap_free(h, p);
+  }
+  if (s.reuse != reuse_policy::none && served != 1000)
+    FAIL("%.*s largest: after an oversize request, %" PRIu64 " of 1000 requests served", (int)s.name.size(),
+         s.name.data(), served);
+  std::printf("  largest request: %" PRIu64 " B (%.1f%% of the arena)\n", lo, 100.0 * lo / heap.arena_bytes());
 }
 
 struct stress_result {
@@ -478,6 +524,7 @@ int main(int argc, char** argv) {
     if (s.id != strategy_id::cuda) {
       test_heap fresh(s.id, heap_bytes, 0, 3);
       test_exhaustion(s, fresh, o);
+      test_largest(s, heap_bytes);
     }
     test_checked(s, o, heap_bytes);
     std::printf("%.*s: %s\n", (int)s.name.size(), s.name.data(), failures.load() == before ? "ok" : "FAILED");
