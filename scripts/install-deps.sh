@@ -18,7 +18,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
 fi
 
-python3 -c "import lit" 2>/dev/null || python3 -m pip install -q lit
+python3 -c "import lit, psutil" 2>/dev/null || python3 -m pip install -q lit psutil  # psutil: per-test time limits
 
 cuda_home="${CUDA_HOME:-/usr/local/cuda}"
 if [ ! -x "$cuda_home/bin/nvcc" ]; then

@@ -24,6 +24,6 @@ fi
 
 results=build/lit-results.xml
 status=0
-python3 -m lit -sv --timeout 1200 --xunit-xml-output "$results" "${@:-build/tests}" || status=$?
+python3 -c "import lit.main; lit.main.main()" -sv --timeout 1200 --xunit-xml-output "$results" "${@:-build/tests}" || status=$?
 python3 tests/utils/summarize.py "$results"
 exit $status
