@@ -62,5 +62,7 @@ extern "C" GPUALLOC_EXPORT unsigned long long gpualloc_heap_bytes(void) {
   std::lock_guard<std::mutex> lock(state_lock());
   context_heap* h = find_heap(ctx);
   if (h == nullptr) return 0;
-  return h->strategy == gpualloc::strategy_id::cuda ? h->cuda_heap_bytes : h->bytes;
+  if (h->strategy != gpualloc::strategy_id::cuda) return h->bytes;
+  size_t limit = 0;  // CUDA's heap, as it is now (the program may have changed it)
+  return driver().cuCtxGetLimit(&limit, CU_LIMIT_MALLOC_HEAP_SIZE) == CUDA_SUCCESS ? limit : h->cuda_heap_bytes;
 }
