@@ -22,12 +22,16 @@
 //              requests fail now and then, blocks still never overlap;
 //  largest     the largest request a fresh heap serves (binary search); 16 B
 //              more returns NULL and leaves the heap working;
+//  20 GiB      (plain build) a lazily committed 20 GiB heap: blocks past 8 GiB;
 //  checked     the same stress with the tracking header (stats + checked
 //              mode): counters balance, a double free is caught.
 // The `cuda` strategy forwards to the C library on the host; it runs as a
 // sanity check of the harness (no shadow map, no exhaustion).
 //
 // Usage: gpualloc-strategy-stress [--strategy NAME]... [--rounds N] [--threads N] [--heap MiB]
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <cinttypes>
@@ -251,6 +255,68 @@ void test_largest(const strategy_info& s, std::uint64_t heap_bytes) {
     FAIL("%.*s largest: after an oversize request, %" PRIu64 " of 1000 requests served", (int)s.name.size(),
          s.name.data(), served);
   std::printf("  largest request: %" PRIu64 " B (%.1f%% of the arena)\n", lo, 100.0 * lo / heap.arena_bytes());
+}
+
+// A 20 GiB heap (untouched pages of an mmap; plain build only): 16 MiB
+// blocks, touched at both ends only, reach past 8 GiB, stay disjoint and
+// hold their bytes, and come back after free. (In a binary-heap pre-split
+// large blocks fit only the upper levels: 16 MiB fits levels 0-6 of 20 GiB.)
+void test_big_heap(const strategy_info& s) {
+  const std::uint64_t bytes = std::uint64_t{20} << 30, block_bytes = std::uint64_t{16} << 20;
+  void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (memory == MAP_FAILED) {
+    std::printf("  20 GiB heap: no address space, skipped\n");
+    return;
+  }
+  auto* h = new (memory) heap_header{};
+  h->strategy = static_cast<std::uint32_t>(s.id);
+  h->heap_bytes = bytes;
+  h->space = gpualloc::arena_after_header(h, bytes);
+  for (int phase = 0; phase < gpualloc::init_phases(s.id); ++phase) {
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; ++t) ts.emplace_back([=] { gpualloc::init_strategy(h, phase, t, 4); });
+    for (auto& t : ts) t.join();
+  }
+  auto mark = [](unsigned char* p, std::uint64_t n, unsigned char v) {
+    std::memset(p, v, 64);
+    std::memset(p + n - 64, v, 64);
+  };
+  auto marked = [](const unsigned char* p, std::uint64_t n, unsigned char v) {
+    for (int i = 0; i < 64; ++i)
+      if (p[i] != v || p[n - 64 + i] != v) return false;
+    return true;
+  };
+  std::uint64_t counts[2] = {}, highest = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<unsigned char*> got;
+    const std::uint64_t cap = s.reuse == reuse_policy::unsafe ? bytes / block_bytes - 2 : bytes / block_bytes + 8;
+    for (std::uint64_t i = 0; i < cap; ++i) {
+      auto* p = static_cast<unsigned char*>(gpualloc::heap_malloc(h, block_bytes));
+      if (p == nullptr) break;
+      if (!aligned(p) || !h->space.contains(p) || reinterpret_cast<std::byte*>(p) + block_bytes > h->space.begin + h->space.bytes)
+        FAIL("%.*s 20 GiB heap: block %p outside the arena", (int)s.name.size(), s.name.data(), (void*)p);
+      mark(p, block_bytes, static_cast<unsigned char>(i));
+      got.push_back(p);
+      highest = std::max<std::uint64_t>(highest, p + block_bytes - reinterpret_cast<unsigned char*>(h->space.begin));
+    }
+    std::vector<unsigned char*> sorted = got;
+    std::sort(sorted.begin(), sorted.end());
+    for (std::size_t i = 1; i < sorted.size(); ++i)
+      if (sorted[i] < sorted[i - 1] + block_bytes)
+        FAIL("%.*s 20 GiB heap: blocks overlap", (int)s.name.size(), s.name.data());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      if (!marked(got[i], block_bytes, static_cast<unsigned char>(i)))
+        FAIL("%.*s 20 GiB heap: block %zu overwritten", (int)s.name.size(), s.name.data(), i);
+      gpualloc::heap_free(h, got[i]);
+    }
+    counts[pass] = got.size();
+  }
+  munmap(memory, bytes);
+  std::printf("  20 GiB heap: %" PRIu64 " then %" PRIu64 " blocks of 16 MiB, up to %.2f GiB into the arena\n", counts[0],
+              counts[1], highest / double(1u << 30));
+  if (highest <= (std::uint64_t{8} << 30)) FAIL("%.*s 20 GiB heap: never got past 8 GiB", (int)s.name.size(), s.name.data());
+  if (s.reuse == reuse_policy::full && counts[1] < counts[0])
+    FAIL("%.*s 20 GiB heap: %" PRIu64 " blocks, then only %" PRIu64, (int)s.name.size(), s.name.data(), counts[0], counts[1]);
 }
 
 struct stress_result {
@@ -525,6 +591,7 @@ int main(int argc, char** argv) {
       test_heap fresh(s.id, heap_bytes, 0, 3);
       test_exhaustion(s, fresh, o);
       test_largest(s, heap_bytes);
+      if (!STRESS_TSAN) test_big_heap(s);
     }
     test_checked(s, o, heap_bytes);
     std::printf("%.*s: %s\n", (int)s.name.size(), s.name.data(), failures.load() == before ? "ok" : "FAILED");
