@@ -12,7 +12,7 @@ import subprocess
 import lit.formats
 
 config.name = "gpualloc"
-config.test_format = lit.formats.ShTest(execute_external=True)
+config.test_format = lit.formats.ShTest(execute_external=False)  # lit's internal shell
 config.suffixes = [".ll", ".cu", ".cpp", ".test"]
 config.excludes = ["Inputs", "utils", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in"]
 config.test_source_root = os.path.dirname(__file__)

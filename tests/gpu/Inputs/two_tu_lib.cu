@@ -16,7 +16,7 @@ __global__ void release(int** arrays, int n, long long* sums) {
   int tid = blockIdx.x * blockDim.x + threadIdx.x;
   long long sum = 0;
   if (arrays[tid] != nullptr)
-    for (int i = 0; i < n; ++i) sum += arrays[tid][i];
+    for (int i = 0; i < n + tid % 5; ++i) sum += arrays[tid][i];  // two_tu.cu allocated n + tid % 5
   free(arrays[tid]);
   sums[tid] = sum;
 }
