@@ -63,14 +63,17 @@ GPUALLOC_INLINE void report_bad_free(const char* what, const void* p) {
 
 }  // namespace detail
 
-GPUALLOC_INLINE void* heap_malloc(heap_header* h, std::uint64_t size) {
+// `strategy` is the heap's own (h->strategy) unless the module was compiled
+// with its strategy pinned (gpualloc-clang++ --gpualloc-strategy), in which
+// case it is a compile-time constant and the dispatch folds away.
+GPUALLOC_INLINE void* heap_malloc(heap_header* h, std::uint64_t size, strategy_id strategy) {
   const detail::lane_group group = detail::lane_group::coalesced();
   const bool tracked = detail::tracks_blocks(h);
   const std::uint64_t overhead = tracked ? sizeof(block_header) : 0;
   const std::uint64_t bytes =
       size >= impossible_request / 2 ? impossible_request : round_up(size == 0 ? 1 : size, min_alignment) + overhead;
 
-  void* block = visit_strategy(static_cast<strategy_id>(h->strategy), [&](auto tag) {
+  void* block = visit_strategy(strategy, [&](auto tag) {
     using S = typename decltype(tag)::type;
     return S::malloc(state_of<typename S::state>(h), h->space, bytes, group);
   });
@@ -95,7 +98,7 @@ GPUALLOC_INLINE void* heap_malloc(heap_header* h, std::uint64_t size) {
   return block != nullptr ? static_cast<std::byte*>(block) + sizeof(block_header) : nullptr;
 }
 
-GPUALLOC_INLINE void heap_free(heap_header* h, void* p) {
+GPUALLOC_INLINE void heap_free(heap_header* h, void* p, strategy_id strategy) {
   if (p == nullptr) return;
   const detail::lane_group group = detail::lane_group::coalesced();
   const bool tracked = detail::tracks_blocks(h);
@@ -108,7 +111,7 @@ GPUALLOC_INLINE void heap_free(heap_header* h, void* p) {
     block = header;
     const bool checked = h->flags & heap_flag_checked;
     // The cuda strategy's blocks live in CUDA's heap, outside our arena.
-    const bool in_heap = static_cast<strategy_id>(h->strategy) == strategy_id::cuda || h->space.contains(header);
+    const bool in_heap = strategy == strategy_id::cuda || h->space.contains(header);
     const bool aligned = reinterpret_cast<std::uintptr_t>(p) % min_alignment == 0;
     if (checked && !(in_heap && aligned)) {
       valid = false;
@@ -131,7 +134,7 @@ GPUALLOC_INLINE void heap_free(heap_header* h, void* p) {
   }
 
   if (valid) {
-    visit_strategy(static_cast<strategy_id>(h->strategy), [&](auto tag) {
+    visit_strategy(strategy, [&](auto tag) {
       using S = typename decltype(tag)::type;
       S::free(state_of<typename S::state>(h), h->space, block, group);
     });
@@ -149,20 +152,27 @@ GPUALLOC_INLINE void heap_free(heap_header* h, void* p) {
 // Alignment above 16: over-allocate by `align` and store the distance back to
 // the block in the 8 bytes below the aligned pointer. Only heap_free_aligned
 // (aligned operator delete) may free such a pointer.
-GPUALLOC_INLINE void* heap_malloc_aligned(heap_header* h, std::uint64_t size, std::uint64_t align) {
-  if (align <= min_alignment) return heap_malloc(h, size);
+GPUALLOC_INLINE void* heap_malloc_aligned(heap_header* h, std::uint64_t size, std::uint64_t align, strategy_id strategy) {
+  if (align <= min_alignment) return heap_malloc(h, size, strategy);
   const bool valid_align = (align & (align - 1)) == 0 && align < impossible_request;
-  auto* block = static_cast<std::byte*>(heap_malloc(h, valid_align && size < impossible_request ? size + align : impossible_request));
+  auto* block = static_cast<std::byte*>(
+      heap_malloc(h, valid_align && size < impossible_request ? size + align : impossible_request, strategy));
   if (block == nullptr) return nullptr;
   auto aligned = (reinterpret_cast<std::uintptr_t>(block) + min_alignment + align - 1) & ~(std::uintptr_t)(align - 1);
   reinterpret_cast<std::uint64_t*>(aligned)[-1] = aligned - reinterpret_cast<std::uintptr_t>(block);
   return reinterpret_cast<void*>(aligned);
 }
 
-GPUALLOC_INLINE void heap_free_aligned(heap_header* h, void* p, std::uint64_t align) {
-  if (p == nullptr || align <= min_alignment) return heap_free(h, p);
+GPUALLOC_INLINE void heap_free_aligned(heap_header* h, void* p, std::uint64_t align, strategy_id strategy) {
+  if (p == nullptr || align <= min_alignment) return heap_free(h, p, strategy);
   std::uint64_t distance = static_cast<std::uint64_t*>(p)[-1];
-  heap_free(h, static_cast<std::byte*>(p) - distance);
+  heap_free(h, static_cast<std::byte*>(p) - distance, strategy);
 }
+
+// The same, with the heap's own strategy (host tests, init-time code).
+GPUALLOC_INLINE void* heap_malloc(heap_header* h, std::uint64_t size) {
+  return heap_malloc(h, size, static_cast<strategy_id>(h->strategy));
+}
+GPUALLOC_INLINE void heap_free(heap_header* h, void* p) { heap_free(h, p, static_cast<strategy_id>(h->strategy)); }
 
 }  // namespace gpualloc
