@@ -22,12 +22,35 @@ build = config.gpualloc_build_root
 bin_dir = os.path.join(build, "bin")
 lib_dir = os.path.join(build, "lib")
 
-# The tools the RUN lines use: LLVM's (FileCheck, not, opt), CUDA's (nvlink for
-# -fgpu-rdc links, cuobjdump), ours.
+
+
+def stand_in_tools():
+    """Where LLVM is not installed (the GPU machine runs a copied build), FileCheck
+    is the Python clone from PyPI (`filecheck`) and count a few lines of shell;
+    not and env are built into lit's shell. Returns the folder of the stand-ins."""
+    folder = os.path.join(config.gpualloc_obj_root, "stand-in-tools")
+    os.makedirs(folder, exist_ok=True)
+    scripts = {
+        "FileCheck": '#!/bin/sh\nexec python3 -m filecheck "$@"\n',
+        "count": '#!/bin/sh\n[ "$(wc -l)" -eq "$1" ]\n',
+    }
+    for name, text in scripts.items():
+        path = os.path.join(folder, name)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o755)
+    lit_config.note("LLVM's FileCheck is not here: using the Python filecheck package")
+    return folder
+
+
+# The tools the RUN lines use: LLVM's (FileCheck, count, opt), CUDA's (nvlink
+# for -fgpu-rdc links, cuobjdump), ours.
 path = [bin_dir, config.llvm_tools_dir, os.path.join(config.cuda_path, "bin"), config.environment.get("PATH", "")]
+if not os.path.exists(os.path.join(config.llvm_tools_dir, "FileCheck")):
+    path.insert(1, stand_in_tools())
 config.environment["PATH"] = os.pathsep.join(path + [os.environ.get("PATH", "")])
 config.environment["LD_LIBRARY_PATH"] = os.pathsep.join([lib_dir, os.environ.get("LD_LIBRARY_PATH", "")])
-for var in ["HOME", "TMPDIR", "CUDA_VISIBLE_DEVICES", "TSAN_OPTIONS"]:
+for var in ["HOME", "TMPDIR", "CUDA_VISIBLE_DEVICES", "TSAN_OPTIONS", "PYTHONPATH"]:
     if var in os.environ:
         config.environment[var] = os.environ[var]
 # A test sets GPUALLOC_* itself; nothing from the caller's shell leaks in.

@@ -1,0 +1,70 @@
+// GPUALLOC_STATS=1 counts every allocation, free, failure and byte exactly,
+// under every strategy, with warps of all shapes: full warps, partial warps,
+// lanes of one warp at different sizes. The counters come from libgpualloc's
+// host API, found with dlsym so the program needs no gpualloc header.
+//
+// REQUIRES: cuda-gpu
+// RUN: env GPUALLOC_STATS=1 GPUALLOC_HEAP_SIZE=1G %for-each-strategy -- %gpu-bin/stats | FileCheck %s
+// CHECK-NOT: FAILED
+// CHECK: 0 failed
+#include <dlfcn.h>
+
+#include <cstdio>
+
+#include "Inputs/check.h"
+
+struct counters {  // gpualloc_counters_t of interpose/include/gpualloc/host.h
+  unsigned long long mallocs, frees, failed_mallocs, bytes_in_use, peak_bytes, double_frees, foreign_frees;
+};
+
+// Threads with (tid % 3 != 0) allocate 1 + tid % 100 bytes; every 64th thread
+// also asks for something no heap holds.
+__global__ void allocate(void** slots, unsigned* failed) {
+  unsigned tid = blockIdx.x * blockDim.x + threadIdx.x;
+  slots[tid] = nullptr;
+  if (tid % 3 == 0) return;
+  slots[tid] = malloc(1 + tid % 100);
+  if (slots[tid] == nullptr) atomicAdd(failed, 1u);
+  if (tid % 64 == 1 && malloc(size_t{1} << 50) != nullptr) atomicAdd(failed, 1000000u);
+}
+
+__global__ void release(void** slots) { free(slots[blockIdx.x * blockDim.x + threadIdx.x]); }
+
+int main() {
+  auto read_counters = reinterpret_cast<int (*)(counters*)>(dlsym(RTLD_DEFAULT, "gpualloc_counters"));
+  EXPECT(read_counters != nullptr, "libgpualloc's gpualloc_counters is not loaded");
+  const unsigned threads = 1 << 16, block = 96;  // 96: blocks end in the middle of no warp, but tid % 3 splits warps
+  void** slots;
+  unsigned* failed;
+  CHECK(cudaMalloc(&slots, threads * sizeof(void*)));
+  CHECK(cudaMallocManaged(&failed, sizeof(unsigned)));
+  *failed = 0;
+
+  unsigned long long allocating = 0, bytes = 0, huge = 0;
+  for (unsigned t = 0; t < threads; ++t) {
+    if (t % 3 == 0) continue;
+    ++allocating;
+    bytes += 1 + t % 100;
+    huge += t % 64 == 1;
+  }
+  allocate<<<threads / block, block>>>(slots, failed);
+  SYNC_CHECK();
+  EXPECT(*failed == 0, "%u allocations failed (or huge ones succeeded)", *failed);
+  counters c{};
+  EXPECT(read_counters(&c) == 0, "gpualloc_counters failed");
+  std::printf("after allocating: mallocs %llu failed %llu in use %llu peak %llu\n", c.mallocs, c.failed_mallocs,
+              c.bytes_in_use, c.peak_bytes);
+  EXPECT(c.mallocs == allocating, "mallocs %llu, expected %llu", c.mallocs, allocating);
+  EXPECT(c.failed_mallocs == huge, "failed mallocs %llu, expected %llu", c.failed_mallocs, huge);
+  EXPECT(c.bytes_in_use == bytes && c.peak_bytes == bytes, "bytes in use %llu, peak %llu, expected %llu",
+         c.bytes_in_use, c.peak_bytes, bytes);
+
+  release<<<threads / block, block>>>(slots);
+  SYNC_CHECK();
+  EXPECT(read_counters(&c) == 0, "gpualloc_counters failed");
+  EXPECT(c.frees == allocating, "frees %llu, expected %llu", c.frees, allocating);
+  EXPECT(c.bytes_in_use == 0 && c.peak_bytes == bytes, "after freeing: in use %llu, peak %llu", c.bytes_in_use,
+         c.peak_bytes);
+  std::printf("stats: ok\n");
+  return 0;
+}
