@@ -128,8 +128,12 @@ CUresult ensure_heap(CUcontext ctx, context_heap** out) {
 
   if (h->strategy == strategy_id::cuda) {
     // CUDA's heap holds the blocks; ours is only the header the runtime reads.
-    if (c.heap.is_set()) {
-      const std::uint64_t wanted = c.heap.resolve(free_bytes);
+    // Its size: GPUALLOC_HEAP_SIZE, else what the program set (passed through
+    // already), else gpualloc's default rather than CUDA's 8 MiB.
+    const bool program_chose = state().wishes.count(ctx) != 0;
+    if (c.heap.is_set() || !program_chose) {
+      const std::uint64_t wanted =
+          c.heap.is_set() ? c.heap.resolve(free_bytes) : env::default_heap_bytes(free_bytes);
       CUresult limit = d.cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, wanted);
       if (limit != CUDA_SUCCESS)
         GPUALLOC_LOG("warning: cannot set CUDA's heap to %s (%llu bytes) in context %llu: %s (a kernel using "

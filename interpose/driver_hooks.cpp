@@ -265,6 +265,16 @@ bool heap_limit_is_ours(CUlimit limit) {
 template <class Fn>
 CUresult impl_ctx_set_limit(Fn real, bool, CUlimit limit, size_t value) {
   CUcontext ctx = nullptr;
+  if (limit == CU_LIMIT_MALLOC_HEAP_SIZE && settings().strategy == strategy_id::cuda && driver().loaded) {
+    // CUDA's own heap: pass through, and remember that the program chose its
+    // size, so the heap is not set to gpualloc's default later.
+    CUresult r = real(limit, value);
+    if (r == CUDA_SUCCESS && driver().cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr) {
+      std::lock_guard<std::mutex> lock(state_lock());
+      set_heap_wish(ctx, value);
+    }
+    return r;
+  }
   if (!heap_limit_is_ours(limit) || driver().cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr)
     return real(limit, value);
   std::lock_guard<std::mutex> lock(state_lock());
