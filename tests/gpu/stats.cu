@@ -31,7 +31,7 @@ __global__ void release(void** slots) { free(slots[blockIdx.x * blockDim.x + thr
 int main() {
   auto read_counters = reinterpret_cast<int (*)(counters*)>(dlsym(RTLD_DEFAULT, "gpualloc_counters"));
   EXPECT(read_counters != nullptr, "libgpualloc's gpualloc_counters is not loaded");
-  const unsigned threads = 1 << 16, block = 96;  // 96: blocks end in the middle of no warp, but tid % 3 splits warps
+  const unsigned block = 96, threads = 700 * block;  // tid % 3 splits every warp
   void** slots;
   unsigned* failed;
   CHECK(cudaMalloc(&slots, threads * sizeof(void*)));

@@ -7,7 +7,8 @@
 //
 // Invariant: `next` only grows; [0, next) of the arena has been handed out.
 // Requests past the end of the arena return NULL (the pointer still advances,
-// so once full the heap stays full, as in the paper).
+// so once full the heap stays full, as in the paper); a single request larger
+// than the whole arena returns NULL without moving it.
 #pragma once
 
 #include <cstdint>
@@ -30,13 +31,16 @@ struct atomic_bump {
   }
 
   GPUALLOC_HD static void* malloc(state& s, const arena& a, std::uint64_t bytes, const detail::lane_group& group) {
+    // A request larger than the arena takes no part in the bump, so it cannot
+    // push the pointer past the end for everyone else.
+    const bool fits = bytes <= a.bytes;
     std::uint64_t group_bytes;
-    std::uint64_t offset = group.exclusive_sum(bytes, group_bytes);
+    std::uint64_t offset = group.exclusive_sum(fits ? bytes : 0, group_bytes);
     std::uint64_t base = 0;
     if (group.is_leader()) base = detail::device_atomic<std::uint64_t>(s.next).fetch_add(group_bytes, detail::relaxed);
     base = group.broadcast(base);
     std::uint64_t begin = base + offset;
-    if (begin > a.bytes || bytes > a.bytes - begin) return nullptr;
+    if (!fits || begin > a.bytes || bytes > a.bytes - begin) return nullptr;
     return a.begin + begin;
   }
 
