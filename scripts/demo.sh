@@ -27,7 +27,9 @@ for strategy in $(build/bin/gpualloc-info --names); do
   if GPUALLOC_STRATEGY=$strategy GPUALLOC_STATS=1 timeout 300 "$example" >"$log" 2>&1; then
     alloc=$(sed -n 's/.*allocating kernel \([0-9.]* ms\).*/\1/p' "$log")
     free=$(sed -n 's/.*freeing kernel \([0-9.]* ms\).*/\1/p' "$log")
-    stats=$(grep -m1 -i 'mallocs' "$log" | sed 's/^gpualloc: *//' || true)
+    # The statistics row: gpualloc: <ctx> <device> <strategy> <heap> <unit> <mallocs> <frees> <failed> <peak> <unit> ...
+    stats=$(grep -A1 'statistics at exit' "$log" | grep -A1 mallocs | tail -n 1 |
+      awk '{printf "heap %s %s, %s mallocs, %s frees, %s failed, peak %s %s", $5, $6, $7, $8, $9, $10, $11}')
     printf '%-14s %-18s %-18s %s\n' "$strategy" "$alloc" "$free" "$stats"
   else
     printf '%-14s failed: %s\n' "$strategy" "$(tail -n 1 "$log")"
