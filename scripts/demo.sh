@@ -28,7 +28,7 @@ for strategy in $(build/bin/gpualloc-info --names); do
     alloc=$(sed -n 's/.*allocating kernel \([0-9.]* ms\).*/\1/p' "$log")
     free=$(sed -n 's/.*freeing kernel \([0-9.]* ms\).*/\1/p' "$log")
     # The statistics row: gpualloc: <ctx> <device> <strategy> <heap> <unit> <mallocs> <frees> <failed> <peak> <unit> ...
-    stats=$(grep -A1 'statistics at exit' "$log" | grep -A1 mallocs | tail -n 1 |
+    stats=$(grep -A2 'statistics at exit' "$log" | tail -n 1 |
       awk '{printf "heap %s %s, %s mallocs, %s frees, %s failed, peak %s %s", $5, $6, $7, $8, $9, $10, $11}')
     printf '%-14s %-18s %-18s %s\n' "$strategy" "$alloc" "$free" "$stats"
   else
