@@ -19,9 +19,16 @@ namespace gpualloc::detail {
 class lane_group {
  public:
   // The lanes that are active at this call site right now (on the host: this thread).
+  //
+  // The mask is read with a volatile asm that clobbers memory, so the
+  // compiler cannot move the read past the strategy's atomics and spin loops
+  // (__activemask() is only `convergent`, which allows sinking it below a
+  // loop): read after lanes diverged, each lane would see another group.
   GPUALLOC_HD static lane_group coalesced() {
 #if GPUALLOC_ON_DEVICE
-    return lane_group(__activemask());
+    unsigned mask;
+    asm volatile("activemask.b32 %0;" : "=r"(mask)::"memory");
+    return lane_group(mask);
 #else
     return lane_group(1u);
 #endif
