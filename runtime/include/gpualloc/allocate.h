@@ -45,11 +45,12 @@ GPUALLOC_INLINE bool tracks_blocks(const heap_header* h) {
   return (h->flags & (heap_flag_stats | heap_flag_checked)) != 0;
 }
 
-// Adds `v` (summed over the group) to a counter with one atomic per group.
-GPUALLOC_INLINE void count(std::uint64_t& counter, std::uint64_t v, const lane_group& group) {
-  std::uint64_t total;
-  group.exclusive_sum(v, total);
-  if (group.is_leader() && total != 0) device_atomic<std::uint64_t>(counter).fetch_add(total, relaxed);
+// Adds `v` to a statistics counter. Per lane, not per group: the lanes of a
+// group may leave the strategy by different paths, and counting must not
+// depend on their reconverging (the GPU's compiler aggregates same-address
+// atomics of a warp anyway).
+GPUALLOC_INLINE void count(std::uint64_t& counter, std::uint64_t v) {
+  if (v != 0) device_atomic<std::uint64_t>(counter).fetch_add(v, relaxed);
 }
 
 GPUALLOC_INLINE void report_bad_free(const char* what, const void* p) {
@@ -85,15 +86,11 @@ GPUALLOC_INLINE void* heap_malloc(heap_header* h, std::uint64_t size, strategy_i
     detail::device_atomic<std::uint32_t>(header->tag).store(block_live, detail::relaxed);
   }
   heap_counters& c = h->counters;
-  detail::count(c.mallocs, block != nullptr, group);
-  detail::count(c.failed_mallocs, block == nullptr, group);
-  if (h->flags & heap_flag_stats) {
-    std::uint64_t added = block != nullptr ? size : 0, group_added;
-    group.exclusive_sum(added, group_added);
-    if (group.is_leader() && group_added != 0) {
-      std::uint64_t now = detail::device_atomic<std::uint64_t>(c.bytes_in_use).fetch_add(group_added, detail::relaxed) + group_added;
-      detail::device_atomic<std::uint64_t>(c.peak_bytes).fetch_max(now, detail::relaxed);
-    }
+  detail::count(c.mallocs, block != nullptr);
+  detail::count(c.failed_mallocs, block == nullptr);
+  if ((h->flags & heap_flag_stats) && block != nullptr) {
+    std::uint64_t now = detail::device_atomic<std::uint64_t>(c.bytes_in_use).fetch_add(size, detail::relaxed) + size;
+    detail::device_atomic<std::uint64_t>(c.peak_bytes).fetch_max(now, detail::relaxed);
   }
   return block != nullptr ? static_cast<std::byte*>(block) + sizeof(block_header) : nullptr;
 }
@@ -140,13 +137,9 @@ GPUALLOC_INLINE void heap_free(heap_header* h, void* p, strategy_id strategy) {
     });
   }
   if (!tracked) return;
-  detail::count(h->counters.frees, valid, group);
-  if (h->flags & heap_flag_stats) {
-    std::uint64_t group_released;
-    group.exclusive_sum(valid ? released : 0, group_released);
-    if (group.is_leader() && group_released != 0)
-      detail::device_atomic<std::uint64_t>(h->counters.bytes_in_use).fetch_sub(group_released, detail::relaxed);
-  }
+  detail::count(h->counters.frees, valid);
+  if ((h->flags & heap_flag_stats) && valid)
+    detail::device_atomic<std::uint64_t>(h->counters.bytes_in_use).fetch_sub(released, detail::relaxed);
 }
 
 // Alignment above 16: over-allocate by `align` and store the distance back to

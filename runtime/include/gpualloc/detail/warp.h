@@ -8,6 +8,11 @@
 //
 // Invariant: every lane in `mask` executes the same sequence of group
 // operations; each operation is a warp-synchronous primitive over `mask`.
+// Use a group only while its lanes are still together: once they have taken
+// different paths (a spin loop, different returns), the compiler may give each
+// path its own copy of a later group operation, and lanes at different copies
+// exchange garbage. Seen on an H200: statistics counted with group sums after
+// the circular strategies' lock loops came out wrong; counted per lane, exact.
 #pragma once
 
 #include <cstdint>
