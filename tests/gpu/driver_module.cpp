@@ -4,22 +4,11 @@
 //
 // REQUIRES: cuda-gpu
 // RUN: %for-each-strategy -- %gpu-bin/driver_module %gpu-bin/module_kernels.cubin
-#include <cuda.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
-#define DRIVER_CHECK(call)                                                   \
-  do {                                                                       \
-    CUresult r_ = (call);                                                    \
-    if (r_ != CUDA_SUCCESS) {                                                \
-      const char* name_ = "?";                                               \
-      cuGetErrorName(r_, &name_);                                            \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, name_); \
-      std::exit(1);                                                          \
-    }                                                                        \
-  } while (0)
+#include "Inputs/driver_check.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

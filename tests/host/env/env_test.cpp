@@ -6,18 +6,9 @@
 #include <string>
 
 #include "env.h"
+#include "expect.h"
 
 namespace {
-
-int failures = 0;
-
-#define CHECK(cond)                                                          \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      std::printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);            \
-      ++failures;                                                            \
-    }                                                                        \
-  } while (0)
 
 using namespace gpualloc;
 using namespace gpualloc::env;

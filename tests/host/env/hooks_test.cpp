@@ -17,17 +17,9 @@
 #include "gpualloc/heap.h"
 #include "gpualloc/host.h"
 #include "gpualloc/registry.h"
+#include "expect.h"
 
 namespace {
-
-int failures = 0;
-#define CHECK(cond)                                                 \
-  do {                                                              \
-    if (!(cond)) {                                                  \
-      std::printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);   \
-      ++failures;                                                   \
-    }                                                               \
-  } while (0)
 
 void* libcuda = nullptr;
 CUresult (*get_proc)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*) = nullptr;
