@@ -12,22 +12,42 @@
 
 namespace gpualloc::interpose {
 
-void* real_dlsym(void* handle, const char* name) {
-  using dlsym_fn = void* (*)(void*, const char*);
-  // Written once with the same value by whichever thread gets here first.
-  static std::atomic<dlsym_fn> real{nullptr};
-  dlsym_fn f = real.load(std::memory_order_acquire);
+namespace {
+
+// The C library's `name` (glibc >= 2.34 versions it GLIBC_2.34, older ones
+// GLIBC_2.2.5 in libdl), found after this library: a library loaded later at
+// run time that interposes it too (compute-sanitizer's dlopen) is not
+// reached, so calling it cannot re-enter that library while it initialises.
+// Written once with the same value by whichever thread gets here first.
+template <class Fn>
+Fn libc_function(std::atomic<Fn>& cache, const char* name) {
+  Fn f = cache.load(std::memory_order_acquire);
+  if (f != nullptr) return f;
+  f = reinterpret_cast<Fn>(dlvsym(RTLD_NEXT, name, "GLIBC_2.34"));
+  if (f == nullptr) f = reinterpret_cast<Fn>(dlvsym(RTLD_NEXT, name, "GLIBC_2.2.5"));
   if (f == nullptr) {
-    // RTLD_NEXT from this library: libc's (glibc >= 2.34) or libdl's dlsym.
-    f = reinterpret_cast<dlsym_fn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"));
-    if (f == nullptr) f = reinterpret_cast<dlsym_fn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"));
-    if (f == nullptr) {
-      std::fprintf(stderr, "gpualloc: cannot find the C library's dlsym\n");
-      std::abort();
-    }
-    real.store(f, std::memory_order_release);
+    std::fprintf(stderr, "gpualloc: cannot find the C library's %s\n", name);
+    std::abort();
   }
-  return f(handle, name);
+  cache.store(f, std::memory_order_release);
+  return f;
+}
+
+}  // namespace
+
+void* real_dlsym(void* handle, const char* name) {
+  static std::atomic<void* (*)(void*, const char*)> real{nullptr};
+  return libc_function(real, "dlsym")(handle, name);
+}
+
+void* real_dlopen(const char* file, int flags) {
+  static std::atomic<void* (*)(const char*, int)> real{nullptr};
+  return libc_function(real, "dlopen")(file, flags);
+}
+
+int real_dlclose(void* handle) {
+  static std::atomic<int (*)(void*)> real{nullptr};
+  return libc_function(real, "dlclose")(handle);
 }
 
 void* libcuda_handle() {

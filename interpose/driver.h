@@ -70,6 +70,10 @@ void* libcuda_handle();
 
 // libc's dlsym, not our hook (driver_hooks.cpp).
 void* real_dlsym(void* handle, const char* name);
+// The C library's dlopen and dlclose, for use inside the dlsym hook: another
+// library may interpose them and not be ready to be called back yet.
+void* real_dlopen(const char* file, int flags);
+int real_dlclose(void* handle);
 
 // "CUDA_ERROR_OUT_OF_MEMORY" or "CUresult 123".
 const char* error_name(CUresult r);

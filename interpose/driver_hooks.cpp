@@ -513,10 +513,10 @@ void* next_symbol(const void* caller, const char* name) {
     // a raw link_map of a startup dependency is not a valid handle). dlsym
     // through it also searches the object's dependencies, so keep only
     // definitions in m itself.
-    void* h = dlopen(m->l_name, RTLD_LAZY | RTLD_NOLOAD);
+    void* h = real_dlopen(m->l_name, RTLD_LAZY | RTLD_NOLOAD);
     if (h == nullptr) continue;
     void* p = real_dlsym(h, name);
-    dlclose(h);
+    real_dlclose(h);
     if (p != nullptr && map_of(p) == m) return p;
   }
   return nullptr;

@@ -77,6 +77,8 @@ def gpu_present():
 
 if gpu_present():
     config.available_features.add("cuda-gpu")
+if shutil.which("compute-sanitizer", path=config.environment["PATH"]):
+    config.available_features.add("compute-sanitizer")
 
 python = shutil.which("python3") or "python3"
 config.substitutions += [
