@@ -1,0 +1,67 @@
+// Every GPU of the machine gets its own heap: kernels on all devices allocate
+// at the same time, each device's blocks stay intact, and each device
+// reports its own heap size. With one GPU this is a single-device run.
+//
+// REQUIRES: cuda-gpu
+// RUN: %for-each-strategy -- %gpu-bin/devices
+#include <cstdio>
+#include <vector>
+
+#include "Inputs/check.h"
+
+__global__ void fill(int** slots, int device) {
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  int* p = static_cast<int*>(malloc(16 * sizeof(int)));
+  if (p != nullptr)
+    for (int i = 0; i < 16; ++i) p[i] = device * 1000003 + t + i;
+  slots[t] = p;
+}
+
+__global__ void check_and_free(int** slots, int device, unsigned* bad) {
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  int* p = slots[t];
+  if (p == nullptr) {
+    atomicAdd(bad, 1u);
+    return;
+  }
+  for (int i = 0; i < 16; ++i)
+    if (p[i] != device * 1000003 + t + i) {
+      atomicAdd(bad, 1u);
+      break;
+    }
+  free(p);
+}
+
+int main() {
+  int devices = 0;
+  CHECK(cudaGetDeviceCount(&devices));
+  const int threads = 1 << 16, block = 256;
+  std::vector<int**> slots(devices);
+  std::vector<unsigned*> bad(devices);
+  for (int round = 0; round < 2; ++round) {
+    for (int d = 0; d < devices; ++d) {  // launch everywhere before waiting anywhere
+      CHECK(cudaSetDevice(d));
+      if (round == 0) {
+        CHECK(cudaMalloc(&slots[d], threads * sizeof(int*)));
+        CHECK(cudaMallocManaged(&bad[d], sizeof(unsigned)));
+      }
+      *bad[d] = 0;
+      fill<<<threads / block, block>>>(slots[d], d);
+      check_and_free<<<threads / block, block>>>(slots[d], d, bad[d]);
+      CHECK(cudaGetLastError());
+    }
+    for (int d = 0; d < devices; ++d) {
+      CHECK(cudaSetDevice(d));
+      CHECK(cudaDeviceSynchronize());
+      EXPECT(*bad[d] == 0, "device %d round %d: %u threads lost their block", d, round, *bad[d]);
+    }
+  }
+  for (int d = 0; d < devices; ++d) {
+    size_t heap = 0;
+    CHECK(cudaSetDevice(d));
+    CHECK(cudaDeviceGetLimit(&heap, cudaLimitMallocHeapSize));
+    std::printf("device %d: heap %zu bytes\n", d, heap);
+  }
+  std::printf("devices: ok on %d device(s)\n", devices);
+  return 0;
+}
