@@ -1,6 +1,8 @@
 // Launch preparation and the module caches (see module_setup.h).
 #include "module_setup.h"
 
+#include <cstdint>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -12,8 +14,11 @@
 namespace gpualloc::interpose {
 namespace {
 
-// The module variable the device runtime reads (runtime/src/entry.cu).
+// The module variables of the device runtime (runtime/src/entry.cu): the
+// heap pointer it reads, and the strategy it was compiled for, if pinned.
 constexpr const char* heap_variable = "__gpualloc_heap";
+constexpr const char* pinned_variable = "__gpualloc_pinned_strategy";
+constexpr std::uint32_t unpinned = 0xffffffffu;
 
 struct pair_hash {
   template <class A, class B>
@@ -47,6 +52,32 @@ CUresult write_heap_pointer(context_heap& heap, CUdeviceptr variable) {
   CUresult r = d.cuMemcpyHtoDAsync_v2(variable, &value, sizeof value, heap.stream);
   if (r == CUDA_SUCCESS) r = d.cuStreamSynchronize(heap.stream);
   return r;
+}
+
+// A module compiled with gpualloc-clang++ --gpualloc-strategy=NAME runs only
+// on a heap of that strategy: its code would misread any other's state.
+CUresult check_pinned_strategy(const context_heap& heap, CUmodule module, CUfunction function) {
+  const driver_api& d = driver();
+  CUdeviceptr variable = 0;
+  size_t bytes = 0;
+  if (d.cuModuleGetGlobal_v2(&variable, &bytes, module, pinned_variable) != CUDA_SUCCESS ||
+      bytes != sizeof(std::uint32_t))
+    return CUDA_SUCCESS;  // a runtime without pinning support
+  relaxed_capture_scope relaxed;
+  std::uint32_t pinned = unpinned;
+  CUresult r = d.cuMemcpyDtoHAsync_v2(&pinned, variable, sizeof pinned, heap.stream);
+  if (r == CUDA_SUCCESS) r = d.cuStreamSynchronize(heap.stream);
+  if (r != CUDA_SUCCESS) return r;
+  if (pinned == unpinned || pinned == static_cast<std::uint32_t>(heap.strategy)) return CUDA_SUCCESS;
+  const char* name = nullptr;
+  if (d.cuFuncGetName(&name, function) != CUDA_SUCCESS) name = nullptr;
+  const std::string compiled_for =
+      pinned < strategy_count ? std::string(strategy(static_cast<strategy_id>(pinned)).name) : "?";
+  const std::string running = std::string(strategy(heap.strategy).name);
+  GPUALLOC_LOG("kernel %s was compiled for strategy '%s' (gpualloc-clang++ --gpualloc-strategy) but this program "
+               "runs strategy '%s' (GPUALLOC_STRATEGY): not launched",
+               name != nullptr ? name : "?", compiled_for.c_str(), running.c_str());
+  return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 // The slow path: first launch of `handle` in ctx (current). state_lock() held.
@@ -92,6 +123,7 @@ CUresult prepare_slow(CUcontext ctx, void* handle, function_entry* out) {
   context_heap* heap = nullptr;
   if ((r = ensure_heap(ctx, &heap)) != CUDA_SUCCESS) return r;
   if (!cache().modules_ready.count({ctx, module})) {
+    if ((r = check_pinned_strategy(*heap, module, function)) != CUDA_SUCCESS) return r;
     if ((r = write_heap_pointer(*heap, variable)) != CUDA_SUCCESS) {
       GPUALLOC_LOG("cannot set up module %p in context %llu: %s", static_cast<void*>(module), heap->ctx_id,
                    error_name(r));
