@@ -332,6 +332,16 @@ bench::row make_row(const context& c, const point& p, const char* phase) {
   return r;
 }
 
+// Emits one timed row: the medians of `times` and what failed.
+void emit_times(const context& c, const point& p, const char* phase, const std::vector<double>& times, int failures,
+                const std::string& note) {
+  bench::row row = make_row(c, p, phase);
+  row.s = bench::summarize(times);
+  row.failures = failures;
+  row.note = note;
+  bench::emit(row);
+}
+
 void reset_if(const context& c) {
   if (c.baseline) return;
   if (c.reset_mode || (c.reset_each && c.api.reset))
@@ -381,16 +391,8 @@ void run_alloc_free(const context& c, const point& p) {
   }
   std::string note = fails ? "worst rep: " + describe(worst) : "";
   if (static_cast<int>(ta.size()) < c.reps) note += (note.empty() ? "" : " ") + std::string("reps cut by time budget");
-  bench::row ra = make_row(c, p, "alloc");
-  ra.s = bench::summarize(ta);
-  ra.failures = fails;
-  ra.note = note;
-  bench::emit(ra);
-  bench::row rf = make_row(c, p, "free");
-  rf.s = bench::summarize(tf);
-  rf.failures = fails;
-  rf.note = note;
-  bench::emit(rf);
+  emit_times(c, p, "alloc", ta, fails, note);
+  emit_times(c, p, "free", tf, fails, note);
   if (c.test != "scaling" && !c.baseline) {  // fragmentation: address range of the live set
     bench::row rr = make_row(c, p, c.test.c_str());
     rr.test = "frag";
@@ -448,11 +450,7 @@ void run_acd(const context& c, const point& p) {
     }
     if (bench::wall_ms_since(t0) > c.budget_ms && rep + 1 < c.reps) break;
   }
-  bench::row row = make_row(c, p, "cycle");
-  row.s = bench::summarize(t);
-  row.failures = fails;
-  row.note = worst;
-  bench::emit(row);
+  emit_times(c, p, "cycle", t, fails, worst);
 }
 
 // Probability test: `iters` launches from an empty state, summed.
@@ -501,11 +499,7 @@ void run_prob(const context& c, const point& p) {
     }
     if (bench::wall_ms_since(t0) > c.budget_ms && rep + 1 < c.reps) break;
   }
-  bench::row row = make_row(c, p, "total");
-  row.s = bench::summarize(t);
-  row.failures = fails;
-  row.note = worst;
-  bench::emit(row);
+  emit_times(c, p, "total", t, fails, worst);
 }
 
 // Utilization: batches of `threads` allocations of the point's size, kept
