@@ -65,45 +65,46 @@ struct check_result {
 
 // ---- the timed kernels -----------------------------------------------------
 
-__global__ void k_alloc(void** ptrs, size_rule r, unsigned long long n, unsigned long long id0) {
+// Where a timed kernel's blocks come from. Allocates: the device heap
+// (malloc/free, what is measured). Otherwise the no-allocation baseline: the
+// same kernel shape, each block a fixed slot of a cudaMalloc'd buffer.
+template <bool Allocates>
+struct block_source {
+  char* slots = nullptr;  // baseline only
+  unsigned long long stride = 0;
+
+  // The block of `bytes` for slot `slot`; the baseline keeps the size computation live.
+  __device__ void* take(unsigned long long slot, unsigned long long bytes) const {
+    if constexpr (Allocates)
+      return malloc(bytes);
+    else
+      return bytes != 0 ? slots + slot * stride : nullptr;
+  }
+  __device__ void give_back(void* p) const {
+    if constexpr (Allocates) free(p);
+  }
+};
+
+template <bool Allocates>
+__device__ void alloc_body(void** ptrs, size_rule r, unsigned long long n, unsigned long long id0,
+                           block_source<Allocates> source) {
   unsigned long long t = gtid();
   if (t >= n) return;
-  void* p = malloc(size_of(r, id0 + t));
+  void* p = source.take(t, size_of(r, id0 + t));
   if (p) *static_cast<unsigned*>(p) = static_cast<unsigned>(id0 + t + 1);
   ptrs[t] = p;
 }
 
-__global__ void k_free(void** ptrs, unsigned long long n) {
-  unsigned long long t = gtid();
-  if (t >= n) return;
-  free(ptrs[t]);
-}
-
-// Baseline: the same shape with no allocation.
-__global__ void k_alloc_none(void** ptrs, size_rule r, unsigned long long n, unsigned long long id0, char* base,
-                             unsigned long long stride) {
-  unsigned long long t = gtid();
-  if (t >= n) return;
-  void* p = base + t * stride;
-  if (size_of(r, id0 + t) != 0) *static_cast<unsigned*>(p) = static_cast<unsigned>(id0 + t + 1);
-  ptrs[t] = p;
-}
-
-__global__ void k_free_none(void** ptrs, unsigned long long n) {
-  unsigned long long t = gtid();
-  if (t >= n) return;
-  if (ptrs[t] == reinterpret_cast<void*>(1)) ptrs[t] = nullptr;  // a load the compiler must keep
-}
-
 // Alloc-Cycle-Dealloc: `iters` allocations per thread, then frees all (when
 // do_free), in one kernel. ptrs has n * iters slots.
-__global__ void k_acd(void** ptrs, size_rule r, unsigned long long n, unsigned iters, int do_free,
-                      unsigned long long* bad) {
+template <bool Allocates>
+__device__ void acd_body(void** ptrs, size_rule r, unsigned long long n, unsigned iters, int do_free,
+                         unsigned long long* bad, block_source<Allocates> source) {
   unsigned long long t = gtid();
   if (t >= n) return;
   for (unsigned i = 0; i < iters; ++i) {
     unsigned long long id = t * iters + i;
-    void* p = malloc(size_of(r, id));
+    void* p = source.take(id, size_of(r, id));
     if (p) *static_cast<unsigned*>(p) = static_cast<unsigned>(id + 1);
     ptrs[id] = p;
   }
@@ -113,27 +114,7 @@ __global__ void k_acd(void** ptrs, size_rule r, unsigned long long n, unsigned i
     unsigned long long id = t * iters + i;
     void* p = ptrs[id];
     if (!p || *static_cast<unsigned*>(p) != static_cast<unsigned>(id + 1)) ++wrong;
-    free(p);
-  }
-  if (wrong) atomicAdd(bad, wrong);
-}
-
-__global__ void k_acd_none(void** ptrs, size_rule r, unsigned long long n, unsigned iters, int do_free,
-                           unsigned long long* bad, char* base, unsigned long long stride) {
-  unsigned long long t = gtid();
-  if (t >= n) return;
-  for (unsigned i = 0; i < iters; ++i) {
-    unsigned long long id = t * iters + i;
-    void* p = base + id * stride;
-    if (size_of(r, id) != 0) *static_cast<unsigned*>(p) = static_cast<unsigned>(id + 1);
-    ptrs[id] = p;
-  }
-  if (!do_free) return;
-  unsigned long long wrong = 0;
-  for (unsigned i = 0; i < iters; ++i) {
-    unsigned long long id = t * iters + i;
-    void* p = ptrs[id];
-    if (!p || *static_cast<unsigned*>(p) != static_cast<unsigned>(id + 1)) ++wrong;
+    source.give_back(p);
   }
   if (wrong) atomicAdd(bad, wrong);
 }
@@ -141,8 +122,9 @@ __global__ void k_acd_none(void** ptrs, size_rule r, unsigned long long n, unsig
 // Probability test, one launch: a thread holding nothing allocates with
 // p = 0.75, a thread holding memory frees it with p = 0.75. The size of a
 // live allocation is kept in sizes[] for the check.
-__global__ void k_prob(void** ptrs, unsigned* sizes, size_rule r, unsigned long long n, unsigned launch,
-                       unsigned long long* nulls) {
+template <bool Allocates>
+__device__ void prob_body(void** ptrs, unsigned* sizes, size_rule r, unsigned long long n, unsigned launch,
+                          unsigned long long* nulls, block_source<Allocates> source) {
   unsigned long long t = gtid();
   if (t >= n) return;
   unsigned coin = hash32(static_cast<unsigned>(t) * 0x01000193u ^ hash32(launch * 0x85ebca6bu + r.seed));
@@ -150,7 +132,7 @@ __global__ void k_prob(void** ptrs, unsigned* sizes, size_rule r, unsigned long 
   if (p == nullptr) {
     if (coin % 4 != 0) {
       unsigned long long sz = size_of(r, t + (static_cast<unsigned long long>(launch) << 32));
-      p = malloc(sz);
+      p = source.take(t, sz);
       if (p) {
         *static_cast<unsigned*>(p) = static_cast<unsigned>(t + 1);
         sizes[t] = static_cast<unsigned>(sz);
@@ -160,28 +142,52 @@ __global__ void k_prob(void** ptrs, unsigned* sizes, size_rule r, unsigned long 
       ptrs[t] = p;
     }
   } else if (coin % 4 != 0) {
-    free(p);
+    source.give_back(p);
     ptrs[t] = nullptr;
   }
 }
 
-__global__ void k_prob_none(void** ptrs, unsigned* sizes, size_rule r, unsigned long long n, unsigned launch,
-                            unsigned long long* nulls, char* base, unsigned long long stride) {
+// The timed kernels: each measured one and its no-allocation baseline share
+// a body, so they differ only in where blocks come from.
+__global__ void k_alloc(void** ptrs, size_rule r, unsigned long long n, unsigned long long id0) {
+  alloc_body<true>(ptrs, r, n, id0, {});
+}
+
+__global__ void k_alloc_none(void** ptrs, size_rule r, unsigned long long n, unsigned long long id0, char* base,
+                             unsigned long long stride) {
+  alloc_body<false>(ptrs, r, n, id0, {base, stride});
+}
+
+__global__ void k_free(void** ptrs, unsigned long long n) {
   unsigned long long t = gtid();
   if (t >= n) return;
-  unsigned coin = hash32(static_cast<unsigned>(t) * 0x01000193u ^ hash32(launch * 0x85ebca6bu + r.seed));
-  void* p = ptrs[t];
-  if (p == nullptr) {
-    if (coin % 4 != 0) {
-      unsigned long long sz = size_of(r, t + (static_cast<unsigned long long>(launch) << 32));
-      p = base + t * stride;
-      *static_cast<unsigned*>(p) = static_cast<unsigned>(t + 1);
-      sizes[t] = static_cast<unsigned>(sz);
-      ptrs[t] = p;
-    }
-  } else if (coin % 4 != 0) {
-    ptrs[t] = nullptr;
-  }
+  free(ptrs[t]);
+}
+
+__global__ void k_free_none(void** ptrs, unsigned long long n) {
+  unsigned long long t = gtid();
+  if (t >= n) return;
+  if (ptrs[t] == reinterpret_cast<void*>(1)) ptrs[t] = nullptr;  // a load the compiler must keep
+}
+
+__global__ void k_acd(void** ptrs, size_rule r, unsigned long long n, unsigned iters, int do_free,
+                      unsigned long long* bad) {
+  acd_body<true>(ptrs, r, n, iters, do_free, bad, {});
+}
+
+__global__ void k_acd_none(void** ptrs, size_rule r, unsigned long long n, unsigned iters, int do_free,
+                           unsigned long long* bad, char* base, unsigned long long stride) {
+  acd_body<false>(ptrs, r, n, iters, do_free, bad, {base, stride});
+}
+
+__global__ void k_prob(void** ptrs, unsigned* sizes, size_rule r, unsigned long long n, unsigned launch,
+                       unsigned long long* nulls) {
+  prob_body<true>(ptrs, sizes, r, n, launch, nulls, {});
+}
+
+__global__ void k_prob_none(void** ptrs, unsigned* sizes, size_rule r, unsigned long long n, unsigned launch,
+                            unsigned long long* nulls, char* base, unsigned long long stride) {
+  prob_body<false>(ptrs, sizes, r, n, launch, nulls, {base, stride});
 }
 
 // ---- verification (never timed) ------------------------------------------
