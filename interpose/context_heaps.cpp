@@ -31,8 +31,6 @@ tables& state() {
   return *t;
 }
 
-constexpr unsigned init_block = 256;
-
 std::string strategy_name(strategy_id id) { return std::string(strategy(id).name); }
 
 // Bytes to allocate for a non-cuda heap of ctx (current).
@@ -76,23 +74,24 @@ CUresult initialise(context_heap& h) {
   header->flags = h.flags;
   header->heap_bytes = h.bytes;
   // The arena's address is computed from the device address of the header.
-  header->space = h.strategy == strategy_id::cuda ? arena{nullptr, 0}
-                                                  : arena_after_header(reinterpret_cast<heap_header*>(h.header), h.bytes);
+  header->space = manages_arena(h.strategy)
+                      ? arena_after_header(reinterpret_cast<heap_header*>(h.header), h.bytes)
+                      : arena{nullptr, 0};
+  int sms = 1;
+  d.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, h.device);
+  const device_facts facts{static_cast<std::uint32_t>(sms > 0 ? sms : 1)};
+  plan_strategy(header.get(), facts);
   CUresult r = d.cuMemcpyHtoDAsync_v2(h.header, header.get(), sizeof(heap_header), h.stream);
   if (r != CUDA_SUCCESS) return r;
 
   const int phases = init_phases(h.strategy);
-  if (phases > 0) {
-    if ((r = load_init_kernel(h)) != CUDA_SUCCESS) return r;
-    int sms = 1;
-    d.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, h.device);
-    const unsigned blocks = static_cast<unsigned>(sms > 0 ? sms : 1) * 4;
-    for (int phase = 0; phase < phases; ++phase) {
-      CUdeviceptr heap = h.header;
-      void* args[] = {&heap, &phase};
-      r = d.cuLaunchKernel(h.init_kernel, blocks, 1, 1, init_block, 1, 1, 0, h.stream, args, nullptr);
-      if (r != CUDA_SUCCESS) return r;
-    }
+  if (phases > 0 && (r = load_init_kernel(h)) != CUDA_SUCCESS) return r;
+  for (int phase = 0; phase < phases; ++phase) {
+    const init_grid grid = init_shape(header.get(), phase, facts);
+    CUdeviceptr heap = h.header;
+    void* args[] = {&heap, &phase};
+    r = d.cuLaunchKernel(h.init_kernel, grid.blocks, 1, 1, grid.threads_per_block, 1, 1, 0, h.stream, args, nullptr);
+    if (r != CUDA_SUCCESS) return r;
   }
   return d.cuStreamSynchronize(h.stream);
 }

@@ -8,6 +8,7 @@
 
 #include "gpualloc/heap.h"
 #include "gpualloc/registry.h"
+#include "gpualloc/strategy.h"
 #include "gpualloc/strategies/atomic.h"
 #include "gpualloc/strategies/atomic_wrap.h"
 #include "gpualloc/strategies/circular.h"
@@ -15,7 +16,7 @@
 
 namespace gpualloc {
 
-template <class Strategy>
+template <allocation_strategy Strategy>
 struct strategy_tag {
   using type = Strategy;
 };
@@ -24,8 +25,8 @@ struct strategy_tag {
 template <class Fn>
 GPUALLOC_INLINE decltype(auto) visit_strategy(strategy_id id, Fn&& fn) {
   switch (id) {
-#define GPUALLOC_CASE(id, type, name, reuse, largest, summary) \
-  case strategy_id::id:                                      \
+#define GPUALLOC_CASE(id, type, name, reuse, largest, utilisation, summary) \
+  case strategy_id::id:                                                    \
     return std::forward<Fn>(fn)(strategy_tag<strategies::type>{});
     GPUALLOC_STRATEGIES(GPUALLOC_CASE)
 #undef GPUALLOC_CASE
@@ -43,6 +44,30 @@ GPUALLOC_INLINE void init_strategy(heap_header* h, int phase, std::uint64_t thre
   visit_strategy(static_cast<strategy_id>(h->strategy), [&](auto tag) {
     using S = typename decltype(tag)::type;
     S::init(state_of<typename S::state>(h), h->space, phase, thread, threads);
+  });
+}
+
+// --- host side -------------------------------------------------------------
+
+// Whether the strategy hands out memory from the heap's arena (all but `cuda`).
+inline bool manages_arena(strategy_id id) {
+  return visit_strategy(id, [](auto tag) { return strategy_traits<typename decltype(tag)::type>::manages_arena; });
+}
+
+// Lays out the strategy's state for the header's arena (h->strategy and
+// h->space are set). Before the init phases, on every (re)initialisation.
+inline void plan_strategy(heap_header* h, const device_facts& facts) {
+  visit_strategy(static_cast<strategy_id>(h->strategy), [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    strategy_traits<S>::plan(state_of<typename S::state>(h), h->space, facts);
+  });
+}
+
+// The launch of init phase `phase` (after plan_strategy).
+inline init_grid init_shape(heap_header* h, int phase, const device_facts& facts) {
+  return visit_strategy(static_cast<strategy_id>(h->strategy), [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    return strategy_traits<S>::init_shape(state_of<typename S::state>(h), h->space, phase, facts);
   });
 }
 

@@ -14,33 +14,38 @@
 #include <cstdint>
 #include <string_view>
 
-// X(id, type, name, reuse, largest, summary)
-//   id      enumerator in gpualloc::strategy_id
-//   type    class in gpualloc::strategies implementing the strategy concept
-//   name    spelling in GPUALLOC_STRATEGY
-//   reuse   gpualloc::reuse_policy: what free() gives back
-//   largest the largest single request it serves, in words
-//   summary one line for --list and the README
+// X(id, type, name, reuse, largest, utilisation, summary)
+//   id          enumerator in gpualloc::strategy_id
+//   type        class in gpualloc::strategies implementing the strategy
+//               concept (strategy.h)
+//   name        spelling in GPUALLOC_STRATEGY
+//   reuse       gpualloc::reuse_policy: what free() gives back
+//   largest     the largest single request it serves, in words
+//   utilisation the percentage of the heap it promises to hand out in blocks
+//               of 1 KiB to 1 MiB before its first NULL (the conformance
+//               suite's exhaustion phase checks it; 0 for a strategy that
+//               never says NULL)
+//   summary     one line for --list and the README
 #define GPUALLOC_STRATEGIES(X)                                                              \
-  X(cuda, cuda_builtin, "cuda", full, "CUDA's heap limit",                                  \
+  X(cuda, cuda_builtin, "cuda", full, "CUDA's heap limit", 50,                                  \
     "CUDA's built-in device malloc/free, passed through (heap size set from GPUALLOC_HEAP_SIZE)") \
-  X(atomic, atomic_bump, "atomic", none, "the heap",                                        \
+  X(atomic, atomic_bump, "atomic", none, "the heap", 95,                                        \
     "AtomicMalloc (Vinkler & Havran 2015): one atomicAdd per request (one per warp when coalesced); free is a no-op") \
-  X(atomic_wrap, atomic_wrap, "atomic-wrap", unsafe, "the heap",                            \
+  X(atomic_wrap, atomic_wrap, "atomic-wrap", unsafe, "the heap", 0,                            \
     "AWMalloc (Vinkler & Havran 2015): a bump pointer that wraps to the heap's start; NOT SAFE: reuses memory still in use") \
-  X(cmalloc, circular_malloc, "cmalloc", full, "the largest pre-split chunk, ~heap/(depth+1)", \
+  X(cmalloc, circular_malloc, "cmalloc", full, "the largest pre-split chunk, ~heap/(depth+1)", 60, \
     "CMalloc (Vinkler & Havran 2015): first fit on a circular chunk list pre-split as a binary heap, split/merge") \
-  X(cfmalloc, circular_fused_malloc, "cfmalloc", full, "the largest pre-split chunk, ~heap/(depth+1)", \
+  X(cfmalloc, circular_fused_malloc, "cfmalloc", full, "the largest pre-split chunk, ~heap/(depth+1)", 60, \
     "CFMalloc (Vinkler & Havran 2015): CMalloc with the used flag fused into the next offset (one word per header)") \
-  X(cmmalloc, circular_multi_malloc, "cmmalloc", full, "the largest pre-split chunk of one SM's part, ~heap/(#SM*(depth+1))", \
+  X(cmmalloc, circular_multi_malloc, "cmmalloc", full, "the largest pre-split chunk of one SM's part, ~heap/(#SM*(depth+1))", 80, \
     "CMMalloc (Vinkler & Havran 2015): CMalloc with one start offset and one pre-split heap per SM") \
-  X(cfmmalloc, circular_fused_multi_malloc, "cfmmalloc", full, "the largest pre-split chunk of one SM's part, ~heap/(#SM*(depth+1))", \
+  X(cfmmalloc, circular_fused_multi_malloc, "cfmmalloc", full, "the largest pre-split chunk of one SM's part, ~heap/(#SM*(depth+1))", 80, \
     "CFMMalloc (Vinkler & Havran 2015): CFMalloc with one start offset and one pre-split heap per SM")
 
 namespace gpualloc {
 
 enum class strategy_id : std::uint32_t {
-#define GPUALLOC_ENUMERATOR(id, type, name, reuse, largest, summary) id,
+#define GPUALLOC_ENUMERATOR(id, type, name, reuse, largest, utilisation, summary) id,
   GPUALLOC_STRATEGIES(GPUALLOC_ENUMERATOR)
 #undef GPUALLOC_ENUMERATOR
 };
@@ -57,12 +62,13 @@ struct strategy_info {
   std::string_view name;
   reuse_policy reuse;
   std::string_view largest_request;
+  std::uint32_t utilisation_percent;  // of the heap, in 1 KiB - 1 MiB blocks, before the first NULL
   std::string_view summary;
 };
 
 inline constexpr strategy_info strategy_table[] = {
-#define GPUALLOC_INFO(id, type, name, reuse, largest, summary) \
-  {strategy_id::id, name, reuse_policy::reuse, largest, summary},
+#define GPUALLOC_INFO(id, type, name, reuse, largest, utilisation, summary) \
+  {strategy_id::id, name, reuse_policy::reuse, largest, utilisation, summary},
     GPUALLOC_STRATEGIES(GPUALLOC_INFO)
 #undef GPUALLOC_INFO
 };

@@ -112,6 +112,17 @@ std::uint64_t request_size(rng& r) {
   return 4097 + r.below(4904);
 }
 
+// As libgpualloc: the strategy's plan on the host, then each init phase, here
+// on `threads` CPU threads (a phase ends before the next begins).
+void initialise(heap_header* h, int threads) {
+  gpualloc::plan_strategy(h, gpualloc::device_facts{gpualloc::detail::host_sm_count});
+  for (int phase = 0; phase < gpualloc::init_phases(static_cast<strategy_id>(h->strategy)); ++phase) {
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) ts.emplace_back([=] { gpualloc::init_strategy(h, phase, t, threads); });
+    for (auto& t : ts) t.join();
+  }
+}
+
 // One heap: header + arena in aligned host memory, initialised like libgpualloc does.
 class test_heap {
  public:
@@ -123,12 +134,7 @@ class test_heap {
     h_->flags = flags;
     h_->heap_bytes = bytes;
     h_->space = gpualloc::arena_after_header(h_, bytes);
-    for (int phase = 0; phase < gpualloc::init_phases(id); ++phase) {
-      std::vector<std::thread> ts;
-      for (int t = 0; t < init_threads; ++t)
-        ts.emplace_back([this, phase, t, init_threads] { gpualloc::init_strategy(h_, phase, t, init_threads); });
-      for (auto& t : ts) t.join();
-    }
+    initialise(h_, init_threads);
     h_->magic = gpualloc::heap_magic;
     granules_ = h_->space.bytes / 16;
     shadow_ = std::make_unique<std::atomic<std::uint16_t>[]>(granules_);
@@ -272,11 +278,7 @@ void test_big_heap(const strategy_info& s) {
   h->strategy = static_cast<std::uint32_t>(s.id);
   h->heap_bytes = bytes;
   h->space = gpualloc::arena_after_header(h, bytes);
-  for (int phase = 0; phase < gpualloc::init_phases(s.id); ++phase) {
-    std::vector<std::thread> ts;
-    for (int t = 0; t < 4; ++t) ts.emplace_back([=] { gpualloc::init_strategy(h, phase, t, 4); });
-    for (auto& t : ts) t.join();
-  }
+  initialise(h, 4);
   auto mark = [](unsigned char* p, std::uint64_t n, unsigned char v) {
     std::memset(p, v, 64);
     std::memset(p + n - 64, v, 64);

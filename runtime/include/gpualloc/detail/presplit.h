@@ -27,8 +27,8 @@
 // segment (the list offset of the chunk where walks entering the segment
 // resume; see strategies/circular.h for its rules).
 //
-// Everything here is a pure function of (arena bytes, shard count), so each
-// init thread computes the layout itself; the state keeps a copy for malloc.
+// Everything here is a pure function of (arena bytes, shard count), computed
+// once on the host (the strategy's plan) and kept in its state.
 #pragma once
 
 #include <cstdint>

@@ -13,6 +13,12 @@
 // path its own copy of a later group operation, and lanes at different copies
 // exchange garbage. Seen on an H200: statistics counted with group sums after
 // the circular strategies' lock loops came out wrong; counted per lane, exact.
+//
+// How the group is formed is the call site's choice (allocate.h):
+// coalesced() takes every active lane, and a strategy partitions it by size
+// class; coalesced_same_size() does the same where the compiler proved the
+// request size warp-uniform, so partition() has nothing to split; single()
+// is one lane alone (coalescing turned off).
 #pragma once
 
 #include <cstdint>
@@ -33,21 +39,44 @@ class lane_group {
 #if GPUALLOC_ON_DEVICE
     unsigned mask;
     asm volatile("activemask.b32 %0;" : "=r"(mask)::"memory");
-    return lane_group(mask);
+    return lane_group(mask, false);
 #else
-    return lane_group(1u);
+    return lane_group(1u, false);
 #endif
   }
 
-  // The sub-group of lanes whose `key` equals this lane's.
+  // The active lanes, all asking for the same size (the caller knows it).
+  GPUALLOC_HD static lane_group coalesced_same_size() {
+    lane_group g = coalesced();
+    g.same_size_ = true;
+    return g;
+  }
+
+  // This lane alone.
+  GPUALLOC_HD static lane_group single() {
+#if GPUALLOC_ON_DEVICE
+    unsigned self;
+    asm("mov.u32 %0, %%lanemask_eq;" : "=r"(self));
+    return lane_group(self, true);
+#else
+    return lane_group(1u, true);
+#endif
+  }
+
+  // The sub-group of lanes whose `key` equals this lane's. `key` must be a
+  // function of the request size: a same-size group is its own partition.
   GPUALLOC_HD lane_group partition(std::uint64_t key) const {
 #if GPUALLOC_ON_DEVICE
-    return lane_group(__match_any_sync(mask_, (unsigned long long)key));
+    if (same_size_) return *this;
+    return lane_group(__match_any_sync(mask_, (unsigned long long)key), false);
 #else
     (void)key;
     return *this;
 #endif
   }
+
+  // Every lane of the group asks for the same size.
+  GPUALLOC_HD bool same_size() const { return same_size_; }
 
   GPUALLOC_HD unsigned size() const { return size_; }
   GPUALLOC_HD unsigned rank() const { return rank_; }
@@ -81,6 +110,10 @@ class lane_group {
   // Sum of `v` over the lanes ranked before this one; `total` gets the sum over the group.
   GPUALLOC_HD std::uint64_t exclusive_sum(std::uint64_t v, std::uint64_t& total) const {
 #if GPUALLOC_ON_DEVICE
+    if (size_ == 1) {
+      total = v;
+      return 0;
+    }
     unsigned lane;  // %laneid: what masks index, in 1-D and multi-D blocks alike
     asm("mov.u32 %0, %%laneid;" : "=r"(lane));
     std::uint64_t inclusive = v;
@@ -108,7 +141,7 @@ class lane_group {
   }
 
  private:
-  GPUALLOC_HD explicit lane_group(unsigned mask) : mask_(mask) {
+  GPUALLOC_HD lane_group(unsigned mask, bool same_size) : mask_(mask), same_size_(same_size) {
 #if GPUALLOC_ON_DEVICE
     unsigned lanes_below;
     asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lanes_below));
@@ -123,6 +156,7 @@ class lane_group {
   }
 
   unsigned mask_;
+  bool same_size_;
   unsigned rank_;
   unsigned size_;
   unsigned leader_lane_;

@@ -24,11 +24,9 @@ struct atomic_bump {
     std::uint64_t next;  // arena offset of the first byte not yet handed out
   };
 
-  static constexpr int init_phases = 1;
+  static constexpr int init_phases = 0;  // the planned (value-initialised) state starts at offset 0
 
-  GPUALLOC_HD static void init(state& s, const arena&, int /*phase*/, std::uint64_t thread, std::uint64_t /*threads*/) {
-    if (thread == 0) s.next = 0;
-  }
+  GPUALLOC_HD static void init(state&, const arena&, int, std::uint64_t, std::uint64_t) {}
 
   GPUALLOC_HD static void* malloc(state& s, const arena& a, std::uint64_t bytes, const detail::lane_group& group) {
     // A request larger than the arena takes no part in the bump, so it cannot

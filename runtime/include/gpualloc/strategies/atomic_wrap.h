@@ -34,11 +34,9 @@ struct atomic_wrap {
     std::uint64_t next;  // arena offset where the next bump starts (may exceed the arena)
   };
 
-  static constexpr int init_phases = 1;
+  static constexpr int init_phases = 0;  // the planned (value-initialised) state starts at offset 0
 
-  GPUALLOC_HD static void init(state& s, const arena&, int /*phase*/, std::uint64_t thread, std::uint64_t /*threads*/) {
-    if (thread == 0) s.next = 0;
-  }
+  GPUALLOC_HD static void init(state&, const arena&, int, std::uint64_t, std::uint64_t) {}
 
   GPUALLOC_HD static void* malloc(state& s, const arena& a, std::uint64_t bytes, const detail::lane_group& group) {
     const std::uint64_t pool = a.bytes & ~std::uint64_t{15};

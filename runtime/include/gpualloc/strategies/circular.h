@@ -79,6 +79,7 @@
 #include "gpualloc/detail/sm.h"
 #include "gpualloc/detail/warp.h"
 #include "gpualloc/heap.h"
+#include "gpualloc/strategy.h"
 
 namespace gpualloc::strategies {
 
@@ -95,10 +96,13 @@ struct circular {
 
   static constexpr int init_phases = 1;
 
+  static void plan(state& s, const arena& a, const device_facts& facts) {
+    s.layout = detail::presplit::make(a.bytes, Multi ? facts.sm_count : 1);
+  }
+
   // Grid-stride over segments: a permanent header and a cursor each.
   GPUALLOC_HD static void init(state& s, const arena& a, int /*phase*/, std::uint64_t thread, std::uint64_t threads) {
-    const detail::presplit L = detail::presplit::make(a.bytes, Multi ? detail::sm_count() : 1);
-    if (thread == 0) s.layout = L;
+    const detail::presplit& L = s.layout;
     const heap_view h{L, a.begin};
     for (std::uint64_t j = thread; j < L.segments; j += threads) {
       const auto seg = static_cast<std::uint32_t>(j);

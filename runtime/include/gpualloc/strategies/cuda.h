@@ -17,6 +17,7 @@ namespace gpualloc::strategies {
 struct cuda_builtin {
   struct state {};
 
+  static constexpr bool manages_arena = false;  // CUDA's heap holds the blocks
   static constexpr int init_phases = 0;
 
   GPUALLOC_HD static void init(state&, const arena&, int, std::uint64_t, std::uint64_t) {}
