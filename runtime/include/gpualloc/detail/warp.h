@@ -3,8 +3,10 @@
 // A lane_group is a set of lanes of one warp that execute the same call at
 // the same time: the coalescing layer forms one from the active lanes and
 // strategies may split it further (by size class, say) and let one leader do
-// the shared work. On the host a group is always a single lane, so the same
-// strategy code runs per thread there.
+// the shared work. On the host a thread is a warp of one lane, unless a test
+// makes it a lane of a host_warp (detail/host_warp.h), whose threads then
+// form groups of up to 32 lanes with the device's semantics, so the same
+// strategy code runs there, plain and under ThreadSanitizer.
 //
 // Invariant: every lane in `mask` executes the same sequence of group
 // operations; each operation is a warp-synchronous primitive over `mask`.
@@ -19,17 +21,30 @@
 // class; coalesced_same_size() does the same where the compiler proved the
 // request size warp-uniform, so partition() has nothing to split; single()
 // is one lane alone (coalescing turned off).
+//
+// Memory ordering: partition, broadcast, shuffle_from_rank and exclusive_sum
+// move values, not memory (no fence, on the host too: host_warp.h). sync()
+// (__syncwarp) orders memory among the group's lanes: a lane that uses memory
+// the leader acquired for it needs sync() after the leader's acquire, or an
+// acquire of its own.
 #pragma once
 
 #include <cstdint>
 
 #include "gpualloc/config.h"
 
+#if !GPUALLOC_ON_DEVICE
+#include <bit>
+
+#include "gpualloc/detail/host_warp.h"
+#endif
+
 namespace gpualloc::detail {
 
 class lane_group {
  public:
-  // The lanes that are active at this call site right now (on the host: this thread).
+  // The lanes that are active at this call site right now (on the host: the
+  // calling lane's active mask, host_warp::active).
   //
   // The mask is read with a volatile asm that clobbers memory, so the
   // compiler cannot move the read past the strategy's atomics and spin loops
@@ -41,7 +56,7 @@ class lane_group {
     asm volatile("activemask.b32 %0;" : "=r"(mask)::"memory");
     return lane_group(mask, false);
 #else
-    return lane_group(1u, false);
+    return lane_group(host_warp::active_mask(), false);
 #endif
   }
 
@@ -59,7 +74,7 @@ class lane_group {
     asm("mov.u32 %0, %%lanemask_eq;" : "=r"(self));
     return lane_group(self, true);
 #else
-    return lane_group(1u, true);
+    return lane_group(1u << host_warp::lane_id(), true);
 #endif
   }
 
@@ -70,8 +85,12 @@ class lane_group {
     if (same_size_) return *this;
     return lane_group(__match_any_sync(mask_, (unsigned long long)key), false);
 #else
-    (void)key;
-    return *this;
+    if (same_size_ || size_ == 1) return *this;
+    const host_values keys = gather(host_warp::op::partition, key);
+    unsigned same = 0;
+    for (unsigned m = mask_; m != 0; m &= m - 1)
+      if (keys.of[std::countr_zero(m)] == key) same |= 1u << std::countr_zero(m);
+    return lane_group(same, false);
 #endif
   }
 
@@ -88,7 +107,7 @@ class lane_group {
 #if GPUALLOC_ON_DEVICE
     return __shfl_sync(mask_, (unsigned long long)v, leader_lane_);
 #else
-    return v;
+    return size_ == 1 ? v : gather(host_warp::op::broadcast, v).of[leader_lane_];
 #endif
   }
 
@@ -102,8 +121,11 @@ class lane_group {
 #if GPUALLOC_ON_DEVICE
     return __shfl_sync(mask_, (unsigned long long)v, __fns(mask_, 0, (int)src_rank + 1));
 #else
-    (void)src_rank;
-    return v;
+    if (src_rank >= size_) host_warp::fail("shuffle_from_rank from a rank outside the group");
+    if (size_ == 1) return v;
+    unsigned m = mask_;  // drop the lanes of lower rank
+    for (unsigned r = 0; r < src_rank; ++r) m &= m - 1;
+    return gather(host_warp::op::shuffle_from_rank, v).of[std::countr_zero(m)];
 #endif
   }
 
@@ -135,8 +157,28 @@ class lane_group {
     total = sum;
     return before;
 #else
-    total = v;
-    return 0;
+    if (size_ == 1) {
+      total = v;
+      return 0;
+    }
+    const host_values values = gather(host_warp::op::exclusive_sum, v);
+    std::uint64_t before = 0, sum = 0;
+    for (unsigned m = mask_; m != 0; m &= m - 1) {
+      const unsigned src = std::countr_zero(m);
+      if (src < host_warp::lane_id()) before += values.of[src];
+      sum += values.of[src];
+    }
+    total = sum;
+    return before;
+#endif
+  }
+
+  // A barrier of the group's lanes that orders memory among them (__syncwarp).
+  GPUALLOC_HD void sync() const {
+#if GPUALLOC_ON_DEVICE
+    __syncwarp(mask_);
+#else
+    if (size_ > 1) gather(host_warp::op::sync, 0);
 #endif
   }
 
@@ -149,11 +191,23 @@ class lane_group {
     size_ = __popc(mask);
     leader_lane_ = __ffs(mask) - 1;
 #else
-    rank_ = 0;
-    size_ = 1;
-    leader_lane_ = 0;
+    rank_ = std::popcount(mask & ((1u << host_warp::lane_id()) - 1));
+    size_ = std::popcount(mask);
+    leader_lane_ = std::countr_zero(mask);
 #endif
   }
+
+#if !GPUALLOC_ON_DEVICE
+  // Host: operation `what` of this group (host_warp.h); every lane's `v`, by lane.
+  struct host_values {
+    std::uint64_t of[host_warp::max_lanes];
+  };
+  host_values gather(host_warp::op what, std::uint64_t v) const {
+    host_values all;
+    host_warp::gather(what, mask_, v, all.of);
+    return all;
+  }
+#endif
 
   unsigned mask_;
   bool same_size_;
