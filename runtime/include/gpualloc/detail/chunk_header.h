@@ -17,6 +17,9 @@
 //                    `next`, and only it may absorb the following chunk
 //   chunk_used       the chunk is handed out to the program
 //   chunk_permanent  the first chunk of a pre-split segment: never absorbed
+//   chunk_dead       (with chunk_locked, for good) the header was absorbed
+//                    into the chunk before it; only a double free can find
+//                    it, and reports it at once instead of waiting
 // `segment` is the pre-split segment the chunk lies in; written when the
 // chunk is created, never changed.
 //
@@ -25,7 +28,8 @@
 // written by a split) is read and written relaxed by the lock holder only, so
 // the lock's release/acquire pair publishes it to the next holder. A header
 // is created while its creator holds the chunk it is split from; nobody can
-// reach it before that chunk is unlocked.
+// reach it before that chunk is unlocked. `dead` is written by the absorbing
+// thread, which holds the chunk, relaxed: only diagnostics read it.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +43,7 @@ enum chunk_flag : std::uint32_t {
   chunk_locked = 1u << 0,
   chunk_used = 1u << 1,
   chunk_permanent = 1u << 2,
+  chunk_dead = 1u << 3,
 };
 
 // A chunk's header as its holder sees it.
@@ -79,6 +84,15 @@ struct split_chunk_header {
   GPUALLOC_HD static std::uint32_t segment_of(split_chunk_header* h) {
     return device_atomic<std::uint32_t>(h->segment).load(relaxed);
   }
+
+  // The holder marks an absorbed chunk's header dead; it stays locked.
+  GPUALLOC_HD static void kill(split_chunk_header* h) {
+    device_atomic<std::uint32_t>(h->flags).store(chunk_locked | chunk_dead, relaxed);
+  }
+
+  GPUALLOC_HD static bool is_dead(split_chunk_header* h) {
+    return device_atomic<std::uint32_t>(h->flags).load(relaxed) & chunk_dead;
+  }
 };
 
 struct fused_chunk_header {
@@ -109,6 +123,14 @@ struct fused_chunk_header {
 
   GPUALLOC_HD static std::uint32_t segment_of(fused_chunk_header* h) {
     return device_atomic<std::uint32_t>(h->segment).load(relaxed);
+  }
+
+  GPUALLOC_HD static void kill(fused_chunk_header* h) {
+    device_atomic<std::uint64_t>(h->word).store(chunk_locked | chunk_dead, relaxed);
+  }
+
+  GPUALLOC_HD static bool is_dead(fused_chunk_header* h) {
+    return device_atomic<std::uint64_t>(h->word).load(relaxed) & chunk_dead;
   }
 };
 

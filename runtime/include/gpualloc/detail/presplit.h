@@ -20,12 +20,16 @@
 //    16 GiB in 132 shards d = 8 (67,452 segments, R' = 13.8 MiB);
 //  - shards: the count asked for (the SM count), at most 256 and at most one
 //    per 64 KiB of heap;
-//  - the largest request is the largest segment (~ list / (d+1) per shard).
+//  - the largest request is the largest segment (~ list / (d+1) per shard);
+//  - segments of at most 64 GiB (a cursor word's limit, below): arenas up to
+//    about 1.3 TiB per shard.
 //
 // Table: one hint per shard (a segment index where that shard's walks start,
-// 128 bytes apart so shards do not share a cache line) and one cursor per
-// segment (the list offset of the chunk where walks entering the segment
-// resume; see strategies/circular.h for its rules).
+// 128 bytes apart so shards do not share a cache line) and one cursor word
+// per segment: [ free epoch: high 32 bits | cursor: low 32 bits ], the cursor
+// being the distance, in 16-byte units, from the segment's start to the chunk
+// where walks entering the segment resume, the epoch a count (mod 2^32) of
+// the frees in the segment; strategies/circular.h has their rules.
 //
 // Everything here is a pure function of (arena bytes, shard count), computed
 // once on the host (the strategy's plan) and kept in its state.
@@ -52,8 +56,10 @@ struct presplit {
   static constexpr std::uint64_t min_shard_bytes = 64u << 10;
   static constexpr std::uint32_t max_shards = 256;
   static constexpr std::uint64_t hint_stride = 128;  // bytes between two shard hints
+  static constexpr std::uint64_t cursor_epoch_one = std::uint64_t{1} << 32;  // one free, in a cursor word
+  static constexpr std::uint64_t max_segment_bytes = std::uint64_t{16} << 32;
 
-  std::uint64_t cursors_offset;  // arena offset of the segment cursors (u64 each)
+  std::uint64_t cursors_offset;  // arena offset of the segments' cursor words (u64 each)
   std::uint64_t list_offset;     // arena offset of the chunk list (256-byte aligned)
   std::uint64_t list_bytes;      // length of the list; a `next` equal to it means offset 0
   std::uint64_t shard_bytes;     // bytes of every shard but the last
@@ -90,9 +96,18 @@ struct presplit {
       L.segments = static_cast<std::uint32_t>(shards * per_shard);
       const std::uint64_t last = (root >> d) + (shard - (d + 1) * root) + (list - shards * shard);
       L.largest = last > root ? last : root;
+      if (L.largest > max_segment_bytes) return presplit{};  // a smaller depth only makes segments larger
       return L;
     }
     return L;
+  }
+
+  // A cursor word's cursor: its chunk's distance in bytes from the segment's start.
+  GPUALLOC_HD static std::uint64_t cursor_distance(std::uint64_t word) { return (word & 0xffffffffu) * 16; }
+
+  // `word` with its cursor set to the chunk `distance` bytes from the segment's start (its epoch kept).
+  GPUALLOC_HD static std::uint64_t cursor_with_distance(std::uint64_t word, std::uint64_t distance) {
+    return (word & ~std::uint64_t{0xffffffffu}) | distance / 16;
   }
 
   GPUALLOC_HD std::uint32_t first_segment(std::uint32_t shard) const { return shard * segments_per_shard; }

@@ -16,7 +16,8 @@
 // variants thus try every other SM's part before saying NULL), past the end
 // of the list at its start. One full lap without success returns NULL (two
 // laps if lock contention made the walk skip something).
-// free: mark the chunk free, absorb free successors, lower the segment's cursor.
+// free: mark the chunk free, count the free in its segment, lower the
+// segment's cursor, absorb free successors.
 //
 // Why not the paper's protocol as it stands: its walk reads `next` of chunks
 // other threads hold, and its free merges the following chunk away. A walker
@@ -28,39 +29,63 @@
 // Invariants
 //  I1 A thread reads or writes a chunk's `next` only while it holds the
 //     chunk's lock (chunk_locked). Used chunks are locked too, briefly, by
-//     walkers passing over them; the owner's free waits (with back-off) for them.
+//     walkers passing over them; the owner's free waits (with back-off, for
+//     a bounded number of tries: below) for them.
 //  I2 Chunk Z is absorbed into its predecessor Y (Y.next = Z.next) only by a
 //     thread holding both Y and Z, Z neither used nor permanent, and Z not its
-//     segment's cursor. Z's header is then dead: it stays locked, untouched.
+//     segment's cursor. Z's header is then dead: it stays locked, marked
+//     chunk_dead, and is not touched again.
 //  I3 Walks move hand over hand: lock the next chunk, then unlock the current
 //     one. A walker that cannot lock the next chunk (after bounded tries with
 //     back-off) unlocks and jumps to the next segment's first chunk, an offset
 //     it computes, never reads.
-//  I4 Cursors: cursor[j] is written only by a thread holding the first chunk
-//     P of segment j and the chunk the cursor will name. A walker entering
-//     segment j holds P while it reads cursor[j] and try-locks the chunk it
-//     names. By I2 that chunk is alive.
+//  I4 Cursors: segment j's cursor word holds the chunk the cursor names and
+//     a free epoch (presplit.h). The chunk is changed only by a thread
+//     holding the first chunk P of segment j and the chunk the cursor will
+//     name; the epoch is bumped by every free in j, without locks. A walker
+//     entering segment j holds P while it reads the word and try-locks the
+//     chunk it names. By I2 that chunk is alive.
 //  I5 Hints name segments (never chunks), so they cannot go stale.
-//  Cursor as a low-water mark: free lowers cursor[j] to the freed chunk; an
-//  allocation advances it past the chunk it took only when the walk saw no
-//  free chunk between the cursor and there, and the cursor is still where
-//  the walk entered (checked under P's lock). So walks entering a segment at
-//  its cursor skip only used chunks (except where a non-blocking cursor update
-//  failed; that costs a longer walk, never a lost chunk: free's update waits).
+//  I6 The cursor is a low-water mark: every free chunk of segment j lies at
+//     or after its cursor, but for a chunk being freed, whose freer lowers
+//     the cursor before unlocking it. So walks entering a segment at its
+//     cursor skip only used chunks. Free: bump j's epoch, then lower the
+//     cursor to the freed chunk if that lies below it (the bump returns the
+//     cursor). Allocation: a walk that entered j at cursor c with epoch e
+//     advances the cursor past the chunk it took, by one compare-and-swap
+//     from (c, e) under P's lock, only if it saw no free chunk on its way:
+//     a chunk it passed used and that was freed behind it bumped e, so the
+//     swap fails; a free whose bump came before the swap reads the advanced
+//     cursor and lowers it again. (The paper's walk, and ours before the
+//     epoch, advanced over a chunk freed behind it and lost that chunk.)
+//     A failed advance leaves the cursor lower: a longer walk, never a lost
+//     chunk. The epoch is 32 bits: a walk would have to see 2^32 frees in
+//     its segment between entering and taking to be fooled.
 //
-// Deadlock freedom: the only unbounded waits are free() waiting for its own
-// chunk and for its segment's first chunk P, holding nothing but its chunk.
-// Every holder of P or of a used chunk is a walker or freer that takes all
-// further locks with bounded try_lock, so it releases them in bounded time.
+// A double free or a foreign pointer (without checked mode, allocate.h) must
+// not hang the GPU: free gives up on a chunk whose header is dead (absorbed:
+// reported at once) or stays locked for free_lock_tries tries with back-off
+// (~1 s of device time; a walker holds a chunk for well under a
+// microsecond), and frees nothing from a chunk that is not in use or not in
+// the list; each case prints one line naming the pointer (report). A trap
+// would kill the whole context for a bug that costs at most one block.
+//
+// Deadlock freedom: the only unbounded wait is free() waiting for its
+// segment's first chunk P to lower the cursor, holding nothing but its own
+// chunk. P is permanent (never dead), and every holder of P is a walker or
+// freer that takes all further locks with bounded try_lock, so it releases
+// P in bounded time; no user bug keeps P locked.
 //
 // Memory ordering: chunk locks are acquire/release (detail/chunk_header.h);
 // they order header writes, splits and links, and hand the bytes of a chunk
-// from its last owner to its next. cursor[j]: release store, acquire load.
+// from its last owner to its next. Cursor words: acquire loads, acq_rel
+// read-modify-writes (what the cursor names is ordered by P's lock anyway).
 // Hints: relaxed (a hint is only a place to start).
 //
 // Choices:
-//  - offsets: 64-bit byte offsets (heaps of any size; the fused layout keeps
-//    its flags in the low 4 bits, which 16-byte alignment leaves free);
+//  - offsets: 64-bit byte offsets (the fused layout keeps its flags in the
+//    low 4 bits, which 16-byte alignment leaves free); a cursor word holds a
+//    32-bit distance in 16-byte units, so segments are at most 64 GiB;
 //  - header: 16 bytes (the paper's 8 would leave pointers 8-byte aligned);
 //  - MAX_FRAG: a chunk is split when the rest would be at least 32 B (a header
 //    and 16 B) and at least 1/8 of the request, so at most 1/8 (or 16 B) of a
@@ -71,6 +96,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 
 #include "gpualloc/detail/atomic.h"
 #include "gpualloc/detail/backoff.h"
@@ -81,6 +107,12 @@
 #include "gpualloc/heap.h"
 #include "gpualloc/strategy.h"
 
+// A test's hook into the walk, between choosing a chunk and advancing the
+// cursor (tests/host/strategies/stress.cpp forces a free into that window).
+#ifndef GPUALLOC_TEST_HOOK_CIRCULAR_TAKE
+#define GPUALLOC_TEST_HOOK_CIRCULAR_TAKE()
+#endif
+
 namespace gpualloc::strategies {
 
 template <class Header, bool Multi>
@@ -89,6 +121,7 @@ struct circular {
   static constexpr std::uint64_t min_chunk = 2 * header_bytes;  // a header and 16 B
   static constexpr unsigned max_frag_shift = 3;                 // split if the rest >= request / 8
   static constexpr int lock_tries = 4;                          // a walker's tries on a locked chunk
+  static constexpr std::uint32_t free_lock_tries = 1u << 20;    // free's tries on its own chunk
 
   struct state {
     detail::presplit layout;
@@ -108,7 +141,7 @@ struct circular {
       const auto seg = static_cast<std::uint32_t>(j);
       const std::uint64_t start = L.segment_start(seg);
       Header::create(h.at(start), L.segment_end(seg), detail::chunk_permanent, seg);
-      detail::device_atomic<std::uint64_t>(h.cursor(seg)).store(start, detail::relaxed);
+      detail::device_atomic<std::uint64_t>(h.cursor_word(seg)).store(0, detail::relaxed);  // at P, epoch 0
     }
     for (std::uint64_t shard = thread; shard < L.shards; shard += threads)
       detail::device_atomic<std::uint64_t>(h.hint(static_cast<std::uint32_t>(shard)))
@@ -129,14 +162,11 @@ struct circular {
     const heap_view h{s.layout, a.begin};
     const std::uint64_t cur = static_cast<std::uint64_t>(static_cast<std::byte*>(p) - h.list()) - header_bytes;
     detail::chunk_view before, v;
-    {
-      detail::backoff b;
-      while (!Header::try_lock(h.at(cur), before)) b.pause();
-    }
+    if (!lock_own_chunk(h, cur, before, p)) return;
     v = before;
     v.flags &= ~detail::chunk_used;
     const std::uint32_t seg = Header::segment_of(h.at(cur));
-    if (cur < h.load_cursor(seg)) lower_cursor(h, seg, cur);
+    if (cur < h.count_free(seg).offset) lower_cursor(h, seg, cur, true);
     detail::chunk_view next;
     for (;;) {
       const absorb r = absorb_next(h, seg, cur, v, next);
@@ -147,23 +177,44 @@ struct circular {
   }
 
  private:
+  // A segment's cursor as read: the chunk it names, and its whole word (epoch included).
+  struct cursor {
+    std::uint64_t offset;
+    std::uint64_t word;
+  };
+
   struct heap_view {
     const detail::presplit& L;
     std::byte* arena_begin;
 
     GPUALLOC_HD std::byte* list() const { return arena_begin + L.list_offset; }
     GPUALLOC_HD Header* at(std::uint64_t offset) const { return reinterpret_cast<Header*>(list() + offset); }
-    GPUALLOC_HD std::uint64_t& cursor(std::uint32_t seg) const {
+    GPUALLOC_HD std::uint64_t& cursor_word(std::uint32_t seg) const {
       return reinterpret_cast<std::uint64_t*>(arena_begin + L.cursors_offset)[seg];
     }
     GPUALLOC_HD std::uint64_t& hint(std::uint32_t shard) const {
       return *reinterpret_cast<std::uint64_t*>(arena_begin + shard * detail::presplit::hint_stride);
     }
-    GPUALLOC_HD std::uint64_t load_cursor(std::uint32_t seg) const {
-      return detail::device_atomic<std::uint64_t>(cursor(seg)).load(detail::acquire);
+    GPUALLOC_HD cursor unpack(std::uint32_t seg, std::uint64_t word) const {
+      return cursor{L.segment_start(seg) + detail::presplit::cursor_distance(word), word};
     }
-    GPUALLOC_HD void store_cursor(std::uint32_t seg, std::uint64_t offset) const {
-      detail::device_atomic<std::uint64_t>(cursor(seg)).store(offset, detail::release);
+    GPUALLOC_HD cursor load_cursor(std::uint32_t seg) const {
+      return unpack(seg, detail::device_atomic<std::uint64_t>(cursor_word(seg)).load(detail::acquire));
+    }
+    // Counts a free in segment `seg` (bumps its epoch); returns the cursor as it was.
+    GPUALLOC_HD cursor count_free(std::uint32_t seg) const {
+      return unpack(seg, detail::device_atomic<std::uint64_t>(cursor_word(seg))
+                             .fetch_add(detail::presplit::cursor_epoch_one, detail::acq_rel));
+    }
+    // Sets the cursor to `offset`, keeping the epoch, if the word still is `seen.word`; else `seen` becomes the word.
+    GPUALLOC_HD bool replace_cursor(std::uint32_t seg, cursor& seen, std::uint64_t offset) const {
+      const std::uint64_t word = detail::presplit::cursor_with_distance(seen.word, offset - L.segment_start(seg));
+      std::uint64_t expected = seen.word;
+      if (detail::device_atomic<std::uint64_t>(cursor_word(seg))
+              .compare_exchange_strong(expected, word, detail::acq_rel, detail::acquire))
+        return true;
+      seen = unpack(seg, expected);
+      return false;
     }
     // Forward distance along the circle; from == to is a full lap.
     GPUALLOC_HD std::uint64_t distance(std::uint64_t from, std::uint64_t to) const {
@@ -180,29 +231,64 @@ struct circular {
     }
   }
 
-  // Free: make `cur` (held) segment `seg`'s cursor if it lies below it. Waits for the segment's first chunk.
-  GPUALLOC_HD static void lower_cursor(const heap_view& h, std::uint32_t seg, std::uint64_t cur) {
+  // Free: locks the caller's chunk `cur` (walkers passing over it hold it
+  // briefly). False, after reporting, for anything but a used chunk of the
+  // list: a double free, or a pointer this heap never handed out.
+  GPUALLOC_HD static bool lock_own_chunk(const heap_view& h, std::uint64_t cur, detail::chunk_view& v, const void* p) {
+    if (cur >= h.L.list_bytes || cur % 16 != 0) return report(p, "not a block of this heap");
+    detail::backoff b;
+    for (std::uint32_t tries = 1; !Header::try_lock(h.at(cur), v); ++tries) {
+      if (Header::is_dead(h.at(cur))) return report(p, "double free (its chunk was merged into the one before it)");
+      if (tries == free_lock_tries) return report(p, "its chunk stays locked (a double free, or not a block of this heap?)");
+      b.pause();
+    }
+    if ((v.flags & detail::chunk_used) && Header::segment_of(h.at(cur)) < h.L.segments) return true;
+    Header::unlock(h.at(cur), v, v);
+    return report(p, v.flags & detail::chunk_used ? "not a block of this heap" : "double free (its chunk is free)");
+  }
+
+  // One line naming the pointer of a free that frees nothing; false. (Checked
+  // mode, GPUALLOC_CHECK=1, catches the same frees earlier and names the thread.)
+  GPUALLOC_HD static bool report(const void* p, const char* what) {
+#if GPUALLOC_ON_DEVICE
+    printf("gpualloc: free(%p): %s; nothing freed\n", p, what);
+#else
+    std::fprintf(stderr, "gpualloc: free(%p): %s; nothing freed\n", p, what);
+#endif
+    return false;
+  }
+
+  // Lowers segment `seg`'s cursor to `cur` (held by the caller) if it lies
+  // above. `wait`: waits for the segment's first chunk P (free), else one
+  // try (absorb_next). False if P was busy.
+  GPUALLOC_HD static bool lower_cursor(const heap_view& h, std::uint32_t seg, std::uint64_t cur, bool wait) {
     const std::uint64_t start = h.L.segment_start(seg);
     detail::chunk_view p;
     if (start != cur) {
       detail::backoff b;
-      while (!Header::try_lock(h.at(start), p)) b.pause();
+      while (!Header::try_lock(h.at(start), p)) {
+        if (!wait) return false;
+        b.pause();
+      }
     }
-    if (cur < h.load_cursor(seg)) h.store_cursor(seg, cur);
+    cursor c = h.load_cursor(seg);
+    while (cur < c.offset && !h.replace_cursor(seg, c, cur)) {
+      // only a free's epoch bump changed the word: try again
+    }
     if (start != cur) Header::unlock(h.at(start), p, p);
+    return true;
   }
 
-  // Sets segment `seg`'s cursor from `expected` to `target` (both held or the
-  // segment start) if it still is `expected`. One try at the segment's first chunk.
-  GPUALLOC_HD static bool move_cursor(const heap_view& h, std::uint32_t seg, std::uint64_t held, std::uint64_t expected,
-                                      std::uint64_t target) {
+  // A walk's advance (I6): sets segment `seg`'s cursor to `target` (held by
+  // the caller) if its word still is `entry`, epoch included. One try at the
+  // segment's first chunk, unless the caller holds it (`held`).
+  GPUALLOC_HD static void advance_cursor(const heap_view& h, std::uint32_t seg, std::uint64_t held, cursor entry,
+                                         std::uint64_t target) {
     const std::uint64_t start = h.L.segment_start(seg);
     detail::chunk_view p;
-    if (start != held && !Header::try_lock(h.at(start), p)) return false;
-    const bool moved = h.load_cursor(seg) == expected;
-    if (moved) h.store_cursor(seg, target);
+    if (start != held && !Header::try_lock(h.at(start), p)) return;
+    h.replace_cursor(seg, entry, target);
     if (start != held) Header::unlock(h.at(start), p, p);
-    return moved;
   }
 
   enum class absorb {
@@ -219,8 +305,9 @@ struct circular {
     if (next.flags & (detail::chunk_used | detail::chunk_permanent)) return absorb::locked;
     // The cursor must never name a dead header: move it back to `cur` first.
     // Nobody can make z the cursor meanwhile: that needs z's lock, which we hold.
-    if (h.load_cursor(seg) == z && !move_cursor(h, seg, cur, z, cur)) return absorb::locked;
+    if (h.load_cursor(seg).offset == z && !lower_cursor(h, seg, cur, false)) return absorb::locked;
     v.next = next.next;  // z's header is dead: it stays locked and unreachable
+    Header::kill(h.at(z));
     return absorb::done;
   }
 
@@ -306,9 +393,9 @@ struct circular {
 
     // Holding segment `seg`'s first chunk: resume at the segment's cursor (I4).
     GPUALLOC_HD void enter(std::uint32_t seg) {
-      const std::uint64_t c = h_.load_cursor(seg);
-      entry_cursor_ = c;
+      entry_ = h_.load_cursor(seg);
       clean_ = true;
+      const std::uint64_t c = entry_.offset;
       if (c == cur_) return;
       detail::chunk_view cv;
       if (!try_lock(h_, c, cv, 1)) {
@@ -340,7 +427,8 @@ struct circular {
         Header::create(h_.at(keep), v_.next, 0, seg);  // published by our unlock of cur_
         v_.next = keep;
       }
-      if (clean_) move_cursor(h_, seg, cur_, entry_cursor_, keep);
+      GPUALLOC_TEST_HOOK_CIRCULAR_TAKE();
+      if (clean_) advance_cursor(h_, seg, cur_, entry_, keep);
       v_.flags |= detail::chunk_used;
       Header::unlock(h_.at(cur_), before_, v_);
       detail::device_atomic<std::uint64_t> hint(hint_);
@@ -355,8 +443,8 @@ struct circular {
     detail::chunk_view before_{}, v_{};
     std::uint64_t travelled_ = 0;
     std::uint64_t limit_ = h_.L.list_bytes;
-    std::uint64_t entry_cursor_ = 0;
-    bool clean_ = false;    // no free chunk seen since entering the segment at entry_cursor_
+    cursor entry_{};        // the cursor word as the walk entered the segment
+    bool clean_ = false;    // no free chunk seen since entering the segment at entry_
     bool skipped_ = false;  // lock contention made the walk skip part of the list
   };
 };
