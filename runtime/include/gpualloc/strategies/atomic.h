@@ -5,10 +5,19 @@
 // Coalesced: the lanes of a group add their sizes with a prefix sum and the
 // leader advances the pointer once for all of them (one atomic per warp).
 //
-// Invariant: `next` only grows; [0, next) of the arena has been handed out.
-// Requests past the end of the arena return NULL (the pointer still advances,
-// so once full the heap stays full, as in the paper); a single request larger
-// than the whole arena returns NULL without moving it.
+// Invariant: `next` only grows, and every block handed out lies below
+// min(next, arena). A request that does not fit before the end returns NULL.
+// Once `next` has reached the end it no longer moves: later requests return
+// NULL without adding to it, and the heap stays full, as in the paper. (The
+// paper adds on every request: a program that retries on a full heap would
+// grow `next` until it wraps 64 bits and hands out live memory.) `next`
+// overshoots the end only by the groups whose leader read it below the end
+// while it crossed. A single request larger than the whole arena takes no
+// part in the bump.
+//
+// Memory ordering: relaxed. Memory is handed out once and never comes back,
+// so no block has an earlier owner to be ordered after; the leader passes the
+// base to its lanes by broadcast, which needs no ordering either.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +44,11 @@ struct atomic_bump {
     std::uint64_t group_bytes;
     std::uint64_t offset = group.exclusive_sum(fits ? bytes : 0, group_bytes);
     std::uint64_t base = 0;
-    if (group.is_leader()) base = detail::device_atomic<std::uint64_t>(s.next).fetch_add(group_bytes, detail::relaxed);
+    if (group.is_leader()) {
+      detail::device_atomic<std::uint64_t> next(s.next);
+      base = next.load(detail::relaxed);
+      if (base < a.bytes) base = next.fetch_add(group_bytes, detail::relaxed);
+    }
     base = group.broadcast(base);
     std::uint64_t begin = base + offset;
     if (!fits || begin > a.bytes || bytes > a.bytes - begin) return nullptr;
