@@ -1,9 +1,13 @@
 // Host stress test of every registered strategy's core, with CPU threads in
-// place of GPU lanes (a host lane_group is one lane). Built plainly and with
-// -fsanitize=thread; TSan then checks that the strategies' atomics order
-// every hand-over of memory from one owner to the next.
+// place of GPU lanes. Built plainly and with -fsanitize=thread; TSan then
+// checks that the strategies' atomics order every hand-over of memory from
+// one owner to the next. This file: the tests where each thread is a warp of
+// one lane, and main; warp_tests.cpp: threads as lanes of emulated warps;
+// fault_tests.cpp: regression tests of known faults, and a near-full churn;
+// harness.h: what they share.
 //
-// For each strategy (iterating the registry, so new ones are picked up):
+// Once: the warp emulation itself (warp_tests.cpp). For each strategy
+// (iterating the registry, so new ones are picked up):
 //  basic       one thread: sizes 0 B .. 9000 B are 16-byte aligned, hold a
 //              pattern in every byte; impossible requests return NULL;
 //  stress      8 threads, rounds of: allocate mixed sizes (1 B .. 9000 B),
@@ -24,42 +28,20 @@
 //              more returns NULL and leaves the heap working;
 //  20 GiB      (plain build) a lazily committed 20 GiB heap: blocks past 8 GiB;
 //  checked     the same stress with the tracking header (stats + checked
-//              mode): counters balance, a double free is caught.
+//              mode): counters balance, a double free is caught;
+//  warps, churn, faults: warp_tests.cpp, fault_tests.cpp.
 // The `cuda` strategy forwards to the C library on the host; it runs as a
 // sanity check of the harness (no shadow map, no exhaustion).
 //
-// Usage: gpualloc-strategy-stress [--strategy NAME]... [--rounds N] [--threads N] [--heap MiB]
+// Usage: gpualloc-strategy-stress [--strategy NAME]... [--rounds N] [--threads N] [--heap MiB] [--steps N]
+//        gpualloc-strategy-stress --warp-demo divergence|disagreement|unordered   (see warp_tests.cpp)
+#include "harness.h"  // first: see there
+
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <atomic>
 #include <barrier>
 #include <cinttypes>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <memory>
-#include <string>
-#include <string_view>
-#include <thread>
-#include <vector>
-
-#include "gpualloc/allocate.h"
-#include "gpualloc/dispatch.h"
-#include "gpualloc/heap.h"
-#include "gpualloc/registry.h"
-
-#if defined(__SANITIZE_THREAD__)
-#define STRESS_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define STRESS_TSAN 1
-#endif
-#endif
-#ifndef STRESS_TSAN
-#define STRESS_TSAN 0
-#endif
 
 #if STRESS_TSAN
 // Any race report fails the run; the `cuda` strategy hands impossible
@@ -69,125 +51,7 @@ extern "C" const char* __tsan_default_options() { return "halt_on_error=1:alloca
 
 namespace {
 
-using gpualloc::heap_header;
-using gpualloc::reuse_policy;
-using gpualloc::strategy_id;
-using gpualloc::strategy_info;
-
-struct options {
-  std::vector<std::string> only;
-  int rounds = STRESS_TSAN ? 40 : 400;
-  int threads = 8;
-  std::uint64_t heap_mib = 16;
-};
-
-std::atomic<int> failures{0};
-
-#define FAIL(...)                           \
-  do {                                      \
-    std::fprintf(stderr, "FAILED: ");       \
-    std::fprintf(stderr, __VA_ARGS__);      \
-    std::fprintf(stderr, "\n");             \
-    failures.fetch_add(1);                  \
-  } while (0)
-
-struct rng {
-  std::uint64_t s;
-  explicit rng(std::uint64_t seed) : s(seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull) {}
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  std::uint64_t below(std::uint64_t n) { return next() % n; }
-};
-
-// As the GPU conformance suite: 60% 1-64 B, 25% up to 512 B, 10% up to 4 KiB, 5% up to 9000 B.
-std::uint64_t request_size(rng& r) {
-  std::uint64_t pick = r.below(100);
-  if (pick < 60) return 1 + r.below(64);
-  if (pick < 85) return 65 + r.below(448);
-  if (pick < 95) return 513 + r.below(3584);
-  return 4097 + r.below(4904);
-}
-
-// As libgpualloc: the strategy's plan on the host, then each init phase, here
-// on `threads` CPU threads (a phase ends before the next begins).
-void initialise(heap_header* h, int threads) {
-  gpualloc::plan_strategy(h, gpualloc::device_facts{gpualloc::detail::host_sm_count});
-  for (int phase = 0; phase < gpualloc::init_phases(static_cast<strategy_id>(h->strategy)); ++phase) {
-    std::vector<std::thread> ts;
-    for (int t = 0; t < threads; ++t) ts.emplace_back([=] { gpualloc::init_strategy(h, phase, t, threads); });
-    for (auto& t : ts) t.join();
-  }
-}
-
-// One heap: header + arena in aligned host memory, initialised like libgpualloc does.
-class test_heap {
- public:
-  test_heap(strategy_id id, std::uint64_t bytes, std::uint32_t flags, int init_threads) : bytes_(bytes) {
-    memory_ = static_cast<std::byte*>(std::aligned_alloc(gpualloc::arena_alignment, bytes));
-    std::memset(memory_, 0xa5, bytes);  // strategies must not count on zeroed memory
-    h_ = new (memory_) heap_header{};
-    h_->strategy = static_cast<std::uint32_t>(id);
-    h_->flags = flags;
-    h_->heap_bytes = bytes;
-    h_->space = gpualloc::arena_after_header(h_, bytes);
-    initialise(h_, init_threads);
-    h_->magic = gpualloc::heap_magic;
-    granules_ = h_->space.bytes / 16;
-    shadow_ = std::make_unique<std::atomic<std::uint16_t>[]>(granules_);
-  }
-  ~test_heap() { std::free(memory_); }
-
-  heap_header* get() const { return h_; }
-  std::uint64_t arena_bytes() const { return h_->space.bytes; }
-
-  // Claims [p, p + size) for `owner` in the shadow map; false if another live block holds part of it.
-  bool claim(const void* p, std::uint64_t size, std::uint16_t owner) {
-    if (!h_->space.contains(p)) return true;  // the cuda strategy: libc memory
-    std::uint64_t first = (static_cast<const std::byte*>(p) - h_->space.begin) / 16;
-    std::uint64_t last = first + (size + 15) / 16;
-    if (last > granules_) return false;
-    for (std::uint64_t g = first; g < last; ++g) {
-      std::uint16_t expected = 0;
-      if (!shadow_[g].compare_exchange_strong(expected, owner, std::memory_order_relaxed)) {
-        for (std::uint64_t u = first; u < g; ++u) shadow_[u].store(0, std::memory_order_relaxed);
-        return false;
-      }
-    }
-    return true;
-  }
-  void release(const void* p, std::uint64_t size) {
-    if (!h_->space.contains(p)) return;
-    std::uint64_t first = (static_cast<const std::byte*>(p) - h_->space.begin) / 16;
-    for (std::uint64_t g = first; g < first + (size + 15) / 16; ++g) shadow_[g].store(0, std::memory_order_relaxed);
-  }
-
- private:
-  std::uint64_t bytes_;
-  std::byte* memory_;
-  heap_header* h_;
-  std::uint64_t granules_;
-  std::unique_ptr<std::atomic<std::uint16_t>[]> shadow_;
-};
-
-struct block {
-  unsigned char* p;
-  std::uint64_t size;
-  unsigned char pattern;
-};
-
-bool aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % gpualloc::min_alignment == 0; }
-
-void fill(const block& b) { std::memset(b.p, b.pattern, b.size); }
-
-bool intact(const block& b) {
-  for (std::uint64_t i = 0; i < b.size; ++i)
-    if (b.p[i] != b.pattern) return false;
-  return true;
-}
+using namespace stress;
 
 void test_basic(const strategy_info& s, test_heap& heap) {
   heap_header* h = heap.get();
@@ -399,38 +263,6 @@ void test_stress(const strategy_info& s, test_heap& heap, const options& o, int 
               (std::uint64_t)result.mallocs, (std::uint64_t)result.nulls);
 }
 
-// Allocates `size`-byte blocks until NULL (at most `cap`), filling each; returns them.
-std::vector<block> exhaust(heap_header* h, test_heap& heap, std::uint64_t size, std::uint64_t cap, int thread,
-                           bool& overlap) {
-  std::vector<block> got;
-  for (std::uint64_t i = 0; i < cap; ++i) {
-    auto* p = static_cast<unsigned char*>(gpualloc::heap_malloc(h, size));
-    if (p == nullptr) break;
-    if (!heap.claim(p, size, static_cast<std::uint16_t>(thread + 1))) {
-      overlap = true;
-      continue;
-    }
-    block b{p, size, static_cast<unsigned char>(i * 13 + thread)};
-    fill(b);
-    got.push_back(b);
-  }
-  return got;
-}
-
-bool release_all(test_heap& heap, std::vector<block>& blocks, bool shuffle, int seed) {
-  bool ok = true;
-  rng r(seed);
-  if (shuffle)
-    for (std::size_t i = blocks.size(); i > 1; --i) std::swap(blocks[i - 1], blocks[r.below(i)]);
-  for (const block& b : blocks) {
-    ok &= intact(b);
-    heap.release(b.p, b.size);
-    gpualloc::heap_free(heap.get(), b.p);
-  }
-  blocks.clear();
-  return ok;
-}
-
 void test_exhaustion(const strategy_info& s, test_heap& heap, const options& o) {
   heap_header* h = heap.get();
   const std::uint64_t arena = heap.arena_bytes();
@@ -563,14 +395,22 @@ int main(int argc, char** argv) {
       o.threads = std::atoi(value());
     } else if (a == "--heap") {
       o.heap_mib = std::strtoull(value(), nullptr, 10);
+    } else if (a == "--steps") {
+      o.steps = std::atoi(value());
+    } else if (a == "--warp-demo") {
+      return warp_demo(value());
     } else {
-      std::fprintf(stderr, "usage: %s [--strategy NAME]... [--rounds N] [--threads N] [--heap MiB]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--strategy NAME]... [--rounds N] [--threads N] [--heap MiB] [--steps N]\n"
+                   "       %s --warp-demo divergence|disagreement|unordered\n",
+                   argv[0], argv[0]);
       return 2;
     }
   }
   const std::uint64_t heap_bytes = o.heap_mib << 20;
-  std::printf("gpualloc strategy stress%s: %d threads, %d rounds, %" PRIu64 " MiB heaps\n", STRESS_TSAN ? " (TSan)" : "",
-              o.threads, o.rounds, o.heap_mib);
+  std::printf("gpualloc strategy stress%s: %d threads, %d rounds, %d warp steps, %" PRIu64 " MiB heaps\n",
+              STRESS_TSAN ? " (TSan)" : "", o.threads, o.rounds, o.steps, o.heap_mib);
+  test_host_warp(o);
   int tested = 0;
   for (const strategy_info& s : gpualloc::strategy_table) {
     if (!selected(o, s.name)) continue;
@@ -596,6 +436,9 @@ int main(int argc, char** argv) {
       if (!STRESS_TSAN) test_big_heap(s);
     }
     test_checked(s, o, heap_bytes);
+    test_warps(s, o);
+    test_churn(s, o);
+    test_faults(s, o);
     std::printf("%.*s: %s\n", (int)s.name.size(), s.name.data(), failures.load() == before ? "ok" : "FAILED");
     std::fflush(stdout);
     ++tested;
