@@ -4,13 +4,20 @@
 // become the strategy chosen by GPUALLOC_STRATEGY.
 //
 //   gpualloc-bench-alloc --test T --points P1,P2,... [--mode warm|reset]
-//                        [--reps N] [--warmup N] [--budget-s S] [--baseline]
+//                        [--reps N] [--min-reps N] [--warmup N] [--budget-s S]
+//                        [--hard-limit-s S] [--baseline none|bump] [--reset-each-rep]
 //
 // Tests (the driver bench/gpualloc-bench chooses the points):
-//   single   one size per point: malloc kernel, then free kernel (times both);
-//            also reports the address range of the live allocations (frag)
+//   single   one size per point, a kernel argument (the compiler sees it
+//            uniform): malloc kernel, then free kernel (times both); also
+//            reports the address range of the live allocations (frag)
 //   mixed    sizes drawn per thread from the powers of two in [lo, hi]
 //   scaling  as single, the driver varies the thread count
+//   coalesce the three ways a warp's requests reach the allocator, each timed:
+//            alloc-uniform (size a kernel argument, as single), alloc-loaded
+//            (the same size, but loaded from memory per thread: the compiler
+//            cannot prove it uniform), alloc-mixed (as mixed); rows are
+//            labelled mode on/off by GPUALLOC_COALESCE (0: off)
 //   acd      Alloc-Cycle-Dealloc: each thread allocates `iters` times, then
 //            frees all, inside one kernel
 //   prob     Probability test: `iters` launches; a thread without memory
@@ -20,20 +27,34 @@
 //   regs     registers and local memory of every kernel
 //
 // A point is  SIZE[-SIZEMAX]xTHREADS[xITERS], e.g. 16x1048576, 16-4096x1048576,
-// 16x65536x10. --baseline runs the same kernels with no allocation at all
-// (each thread's "allocation" is a fixed slot of a cudaMalloc'd buffer).
+// 16x65536x10. --baseline none runs the same kernels with no allocation at
+// all, --baseline bump with a hand-written warp-aggregated bump pointer
+// (sources.h).
+//
+// Timing (timing.h): every timed kernel runs in a gated batch, so each event
+// pair brackets one kernel already queued; a point takes up to --reps
+// samples (at least --min-reps where the hard limit allows) within
+// --budget-s; the row's `reps` is the number of samples behind its median.
+// A heap that never reuses memory (--reset-each-rep) is reset before each
+// batch, and a batch holds only as many samples as the heap can serve.
 //
 // Correctness: after each timed malloc kernel (untimed) every thread fills its
 // whole allocation with its own id and a check kernel reads it back. Two
 // overlapping live allocations cannot both keep their pattern, so overlap,
 // NULL returns and misaligned pointers (< 16 B) count as failures.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "common.h"
+#include "sources.h"
+#include "timing.h"
 
+using bench::bump_source;
 using bench::hash32;
+using bench::heap_source;
+using bench::packed_source;
 
 namespace {
 
@@ -64,47 +85,58 @@ struct check_result {
 };
 
 // ---- the timed kernels -----------------------------------------------------
+//
+// Templates over the block source (sources.h): the measured kernel
+// (heap_source: plain malloc/free) and its baselines share each body.
+// Region of a request (the baselines' buffer part): its warp, times the
+// call's round where a thread calls more than once.
 
-// Where a timed kernel's blocks come from. Allocates: the device heap
-// (malloc/free, what is measured). Otherwise the no-allocation baseline: the
-// same kernel shape, each block a fixed slot of a cudaMalloc'd buffer.
-template <bool Allocates>
-struct block_source {
-  char* slots = nullptr;  // baseline only
-  unsigned long long stride = 0;
-
-  // The block of `bytes` for slot `slot`; the baseline keeps the size computation live.
-  __device__ void* take(unsigned long long slot, unsigned long long bytes) const {
-    if constexpr (Allocates)
-      return malloc(bytes);
-    else
-      return bytes != 0 ? slots + slot * stride : nullptr;
-  }
-  __device__ void give_back(void* p) const {
-    if constexpr (Allocates) free(p);
-  }
-};
-
-template <bool Allocates>
-__device__ void alloc_body(void** ptrs, size_rule r, unsigned long long n, unsigned long long id0,
-                           block_source<Allocates> source) {
+template <class Source>
+__global__ void k_alloc_uniform(void** ptrs, unsigned long long size, unsigned long long n, Source source) {
   unsigned long long t = gtid();
   if (t >= n) return;
-  void* p = source.take(t, size_of(r, id0 + t));
+  void* p = source.take_uniform(t / 32, size);
+  if (p) *static_cast<unsigned*>(p) = static_cast<unsigned>(t + 1);
+  ptrs[t] = p;
+}
+
+template <class Source>
+__global__ void k_alloc_rule(void** ptrs, size_rule r, unsigned long long n, unsigned long long id0, Source source) {
+  unsigned long long t = gtid();
+  if (t >= n) return;
+  void* p = source.take(t / 32, size_of(r, id0 + t));
   if (p) *static_cast<unsigned*>(p) = static_cast<unsigned>(id0 + t + 1);
   ptrs[t] = p;
 }
 
+template <class Source>
+__global__ void k_alloc_loaded(void** ptrs, const unsigned* sizes, unsigned long long n, Source source) {
+  unsigned long long t = gtid();
+  if (t >= n) return;
+  void* p = source.take(t / 32, sizes[t]);
+  if (p) *static_cast<unsigned*>(p) = static_cast<unsigned>(t + 1);
+  ptrs[t] = p;
+}
+
+template <class Source>
+__global__ void k_free(void** ptrs, unsigned long long n, Source source) {
+  unsigned long long t = gtid();
+  if (t >= n) return;
+  void* p = ptrs[t];
+  source.give_back(p);
+  if (p == reinterpret_cast<void*>(1)) ptrs[t] = nullptr;  // a load the baselines must keep too
+}
+
 // Alloc-Cycle-Dealloc: `iters` allocations per thread, then frees all (when
 // do_free), in one kernel. ptrs has n * iters slots.
-template <bool Allocates>
-__device__ void acd_body(void** ptrs, size_rule r, unsigned long long n, unsigned iters, int do_free,
-                         unsigned long long* bad, block_source<Allocates> source) {
+template <class Source>
+__global__ void k_acd(void** ptrs, size_rule r, unsigned long long n, unsigned iters, int do_free,
+                      unsigned long long* bad, Source source) {
   unsigned long long t = gtid();
   if (t >= n) return;
   for (unsigned i = 0; i < iters; ++i) {
     unsigned long long id = t * iters + i;
-    void* p = source.take(id, size_of(r, id));
+    void* p = source.take(t / 32 * iters + i, size_of(r, id));
     if (p) *static_cast<unsigned*>(p) = static_cast<unsigned>(id + 1);
     ptrs[id] = p;
   }
@@ -119,20 +151,21 @@ __device__ void acd_body(void** ptrs, size_rule r, unsigned long long n, unsigne
   if (wrong) atomicAdd(bad, wrong);
 }
 
-// Probability test, one launch: a thread holding nothing allocates with
-// p = 0.75, a thread holding memory frees it with p = 0.75. The size of a
-// live allocation is kept in sizes[] for the check.
-template <bool Allocates>
-__device__ void prob_body(void** ptrs, unsigned* sizes, size_rule r, unsigned long long n, unsigned launch,
-                          unsigned long long* nulls, block_source<Allocates> source) {
+// Probability test, one launch (number `launch` of the sample; `seed`
+// varies per sample): a thread holding nothing allocates with p = 0.75, a
+// thread holding memory frees it with p = 0.75. The size of a live
+// allocation is kept in sizes[] for the check.
+template <class Source>
+__global__ void k_prob(void** ptrs, unsigned* sizes, size_rule r, unsigned long long n, unsigned launch, unsigned seed,
+                       unsigned long long* nulls, Source source) {
   unsigned long long t = gtid();
   if (t >= n) return;
-  unsigned coin = hash32(static_cast<unsigned>(t) * 0x01000193u ^ hash32(launch * 0x85ebca6bu + r.seed));
+  unsigned coin = hash32(static_cast<unsigned>(t) * 0x01000193u ^ hash32(seed * 0x85ebca6bu + r.seed));
   void* p = ptrs[t];
   if (p == nullptr) {
     if (coin % 4 != 0) {
-      unsigned long long sz = size_of(r, t + (static_cast<unsigned long long>(launch) << 32));
-      p = source.take(t, sz);
+      unsigned long long sz = size_of(r, t + (static_cast<unsigned long long>(seed) << 32));
+      p = source.take(launch * ((n + 31) / 32) + t / 32, sz);
       if (p) {
         *static_cast<unsigned*>(p) = static_cast<unsigned>(t + 1);
         sizes[t] = static_cast<unsigned>(sz);
@@ -147,49 +180,6 @@ __device__ void prob_body(void** ptrs, unsigned* sizes, size_rule r, unsigned lo
   }
 }
 
-// The timed kernels: each measured one and its no-allocation baseline share
-// a body, so they differ only in where blocks come from.
-__global__ void k_alloc(void** ptrs, size_rule r, unsigned long long n, unsigned long long id0) {
-  alloc_body<true>(ptrs, r, n, id0, {});
-}
-
-__global__ void k_alloc_none(void** ptrs, size_rule r, unsigned long long n, unsigned long long id0, char* base,
-                             unsigned long long stride) {
-  alloc_body<false>(ptrs, r, n, id0, {base, stride});
-}
-
-__global__ void k_free(void** ptrs, unsigned long long n) {
-  unsigned long long t = gtid();
-  if (t >= n) return;
-  free(ptrs[t]);
-}
-
-__global__ void k_free_none(void** ptrs, unsigned long long n) {
-  unsigned long long t = gtid();
-  if (t >= n) return;
-  if (ptrs[t] == reinterpret_cast<void*>(1)) ptrs[t] = nullptr;  // a load the compiler must keep
-}
-
-__global__ void k_acd(void** ptrs, size_rule r, unsigned long long n, unsigned iters, int do_free,
-                      unsigned long long* bad) {
-  acd_body<true>(ptrs, r, n, iters, do_free, bad, {});
-}
-
-__global__ void k_acd_none(void** ptrs, size_rule r, unsigned long long n, unsigned iters, int do_free,
-                           unsigned long long* bad, char* base, unsigned long long stride) {
-  acd_body<false>(ptrs, r, n, iters, do_free, bad, {base, stride});
-}
-
-__global__ void k_prob(void** ptrs, unsigned* sizes, size_rule r, unsigned long long n, unsigned launch,
-                       unsigned long long* nulls) {
-  prob_body<true>(ptrs, sizes, r, n, launch, nulls, {});
-}
-
-__global__ void k_prob_none(void** ptrs, unsigned* sizes, size_rule r, unsigned long long n, unsigned launch,
-                            unsigned long long* nulls, char* base, unsigned long long stride) {
-  prob_body<false>(ptrs, sizes, r, n, launch, nulls, {base, stride});
-}
-
 // ---- verification (never timed) ------------------------------------------
 
 // The size of allocation i: from sizes[] when given, else from the rule.
@@ -197,6 +187,8 @@ __device__ inline unsigned long long size_at(const unsigned* sizes, size_rule r,
                                              unsigned long long id0) {
   return sizes ? sizes[i] : size_of(r, id0 + i);
 }
+
+__global__ void k_check_init(check_result* out) { *out = check_result{0, 0, 0, 0, ~0ull, 0, 0}; }
 
 __global__ void k_fill(void** ptrs, const unsigned* sizes, size_rule r, unsigned long long n, unsigned long long id0) {
   unsigned long long t = gtid();
@@ -248,6 +240,11 @@ __global__ void k_count_nulls(void* const* ptrs, unsigned long long n, unsigned 
   if (!ptrs[t]) atomicAdd(nulls, 1ull);
 }
 
+__global__ void k_set_sizes(unsigned* sizes, unsigned long long n, unsigned size) {
+  unsigned long long t = gtid();
+  if (t < n) sizes[t] = size;
+}
+
 __global__ void k_alloc_one(void** out) { *out = malloc(16); }
 __global__ void k_free_one(void** in) { free(*in); }
 
@@ -288,27 +285,79 @@ struct dbuf {
   dbuf& operator=(const dbuf&) = delete;
 };
 
+enum class source_kind { heap, packed, bump };
+
 struct context {
   bench::host_api api;
   std::string test, mode;
-  bool baseline = false, reset_mode = false;
-  bool reset_each = false;  // warm mode, but reset between reps (strategies that never reuse memory)
-  int reps = 5, warmup = 1;
-  double budget_ms = 60e3;
+  source_kind source = source_kind::heap;
+  bool reset_mode = false;
+  bool never_reuses = false;  // --reset-each-rep: free gives nothing back, reset between batches
+  bool coalescing = true;     // GPUALLOC_COALESCE is not 0
+  bench::sample_limits limits;
   unsigned seed = 1;
+  bool baseline() const { return source != source_kind::heap; }
 };
 
-// Verification of n pointers: fill, then check. Returns the counters.
-check_result verify(void** ptrs, const unsigned* sizes, size_rule r, unsigned long long n, unsigned long long id0) {
-  dbuf<check_result> d(1);
-  check_result init{0, 0, 0, 0, ~0ull, 0, 0};
-  BENCH_CUDA(cudaMemcpy(d.p, &init, sizeof init, cudaMemcpyHostToDevice));
+// The largest block of a point, rounded to 16: the baselines' stride.
+unsigned long long slot_stride(const point& p) { return bench::round16(p.hi ? p.hi : p.lo); }
+
+// Bytes a heap hands out for `count` requests of the rule starting at id0.
+unsigned long long rule_bytes(size_rule r, unsigned long long count, unsigned long long id0) {
+  if (r.hi == 0) return count * bench::round16(r.lo);
+  unsigned long long sum = 0;
+  for (unsigned long long i = 0; i < count; ++i) sum += bench::round16(size_of(r, id0 + i));
+  return sum;
+}
+
+// The baselines' memory and a launcher that passes the right source to a
+// kernel template. `regions` regions of 32 * stride bytes each.
+class sources {
+ public:
+  sources(const context& c, unsigned long long regions, unsigned long long stride)
+      : kind_(c.source), buffer_(c.baseline() ? regions * 32 * stride : 0), top_(kind_ == source_kind::bump ? 1 : 0) {
+    packed_.base = buffer_.p;
+    packed_.stride = stride;
+    bump_.base = buffer_.p;
+    bump_.capacity = regions * 32 * stride;
+    bump_.top = top_.p;
+    bump_.per_lane = !c.coalescing;
+  }
+  // Empties the bump pointer (in the stream, untimed: before the marks).
+  void refill() const {
+    if (kind_ == source_kind::bump) BENCH_CUDA(cudaMemsetAsync(top_.p, 0, sizeof(unsigned long long)));
+  }
+  // launch(source) with the source this run measures.
+  template <class Launch>
+  void with(Launch launch) const {
+    switch (kind_) {
+      case source_kind::heap: launch(heap_source{}); break;
+      case source_kind::packed: launch(packed_); break;
+      case source_kind::bump: launch(bump_); break;
+    }
+    BENCH_CUDA(cudaGetLastError());
+  }
+
+ private:
+  source_kind kind_;
+  dbuf<char> buffer_;
+  dbuf<unsigned long long> top_;
+  packed_source packed_;
+  bump_source bump_;
+};
+
+// Enqueues the untimed fill and check of n pointers into *out.
+void enqueue_verify(void** ptrs, const unsigned* sizes, size_rule r, unsigned long long n, unsigned long long id0,
+                    check_result* out) {
+  k_check_init<<<1, 1>>>(out);
   k_fill<<<grid(n), kBlock>>>(ptrs, sizes, r, n, id0);
+  k_check<<<grid(n), kBlock>>>(ptrs, sizes, r, n, id0, out);
   BENCH_CUDA(cudaGetLastError());
-  k_check<<<grid(n), kBlock>>>(ptrs, sizes, r, n, id0, d.p);
-  BENCH_CUDA(cudaGetLastError());
+}
+
+check_result read_result(const check_result* d) {
   check_result h;
-  BENCH_CUDA(cudaMemcpy(&h, d.p, sizeof h, cudaMemcpyDeviceToHost));
+  BENCH_CUDA(cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost));
   return h;
 }
 
@@ -320,13 +369,14 @@ std::string describe(const check_result& c) {
 
 bool failed(const check_result& c) { return c.nulls || c.misaligned || c.corrupt; }
 
-unsigned long long slot_stride(const point& p) {
-  unsigned long long m = p.hi ? p.hi : p.lo;
-  return (m + 15) / 16 * 16;
+void keep_worst(check_result& worst, const check_result& c) {
+  worst.nulls = std::max(worst.nulls, c.nulls);
+  worst.misaligned = std::max(worst.misaligned, c.misaligned);
+  worst.corrupt = std::max(worst.corrupt, c.corrupt);
 }
 
-// Fills in mode, reset note and the identification fields of a row.
-bench::row make_row(const context& c, const point& p, const char* phase) {
+// Fills in mode and the identification fields of a row.
+bench::row make_row(const context& c, const point& p, const std::string& phase) {
   bench::row r;
   r.test = c.test;
   r.mode = c.mode;
@@ -339,8 +389,8 @@ bench::row make_row(const context& c, const point& p, const char* phase) {
 }
 
 // Emits one timed row: the medians of `times` and what failed.
-void emit_times(const context& c, const point& p, const char* phase, const std::vector<double>& times, int failures,
-                const std::string& note) {
+void emit_times(const context& c, const point& p, const std::string& phase, const std::vector<double>& times,
+                int failures, const std::string& note) {
   bench::row row = make_row(c, p, phase);
   row.s = bench::summarize(times);
   row.failures = failures;
@@ -348,59 +398,86 @@ void emit_times(const context& c, const point& p, const char* phase, const std::
   bench::emit(row);
 }
 
-void reset_if(const context& c) {
-  if (c.baseline) return;
-  if (c.reset_mode || (c.reset_each && c.api.reset))
-    if (!c.api.do_reset()) bench::fatal("gpualloc_reset failed");
+std::string join_notes(const std::string& a, const std::string& b) { return a.empty() ? b : b.empty() ? a : a + " " + b; }
+
+void reset_heap(const context& c) {
+  if (!c.baseline() && !c.api.do_reset()) bench::fatal("gpualloc_reset failed");
 }
 
-// single / mixed / scaling: malloc kernel, verification, free kernel.
-void run_alloc_free(const context& c, const point& p) {
+// The batch hook of run_samples: resets where the mode asks for it, and
+// caps a batch at what a heap that never reuses can serve between resets.
+auto batch_policy(const context& c, unsigned long long bytes_per_sample) {
+  return [&c, bytes_per_sample](int wanted) {
+    if (c.baseline()) return wanted;
+    if (c.reset_mode) {
+      reset_heap(c);
+      return 1;
+    }
+    if (!c.never_reuses || !c.api.reset) return wanted;
+    reset_heap(c);
+    const unsigned long long heap = c.api.heap();
+    const unsigned long long fit = bytes_per_sample ? heap / 10 * 9 / bytes_per_sample : wanted;
+    return static_cast<int>(std::max<unsigned long long>(1, std::min<unsigned long long>(fit, wanted)));
+  };
+}
+
+// How a timed malloc kernel chooses sizes.
+enum class entry { uniform, rule, loaded };
+
+// single / mixed / scaling / coalesce: malloc kernel, verification, free kernel.
+// Marks per sample: 0 | malloc | 1, verification, 2 | free | 3.
+void run_alloc_free(const context& c, const point& p, entry how, const std::string& alloc_phase,
+                    const std::string& free_phase, bool report_frag) {
   const unsigned long long n = p.threads;
-  size_rule r{p.lo, p.hi, c.seed};
+  const size_rule r{p.lo, how == entry::rule ? p.hi : 0, c.seed};
+  const int slots = c.limits.max_batch;
   dbuf<void*> ptrs(n);
-  dbuf<char> slots(c.baseline ? n * slot_stride(p) : 0);
+  dbuf<unsigned> sizes(how == entry::loaded ? n : 0);
+  dbuf<check_result> results(slots);
+  if (how == entry::loaded) {
+    k_set_sizes<<<grid(n), kBlock>>>(sizes.p, n, static_cast<unsigned>(p.lo));
+    BENCH_CUDA(cudaDeviceSynchronize());
+  }
+  const sources src(c, (n + 31) / 32, how == entry::rule ? slot_stride(p) : bench::round16(p.lo));
   std::vector<double> ta, tf, range;
   int fails = 0;
   check_result worst{};
   unsigned long long requested = 0;
-  bench::event_timer ev;
-  auto t0 = std::chrono::steady_clock::now();
-  int warm = c.warmup;  // reset mode too: a warm GPU (TLB, caches, clocks), a fresh heap
-  for (int rep = -warm; rep < c.reps; ++rep) {
-    reset_if(c);
-    ev.start();
-    if (c.baseline)
-      k_alloc_none<<<grid(n), kBlock>>>(ptrs.p, r, n, 0, slots.p, slot_stride(p));
-    else
-      k_alloc<<<grid(n), kBlock>>>(ptrs.p, r, n, 0);
-    double a = ev.stop();
-    check_result chk = verify(ptrs.p, nullptr, r, n, 0);
-    ev.start();
-    if (c.baseline)
-      k_free_none<<<grid(n), kBlock>>>(ptrs.p, n);
-    else
-      k_free<<<grid(n), kBlock>>>(ptrs.p, n);
-    double f = ev.stop();
-    if (rep < 0) continue;
-    ta.push_back(a);
-    tf.push_back(f);
+
+  auto enqueue = [&](int slot, bench::marks& m, size_t at) {
+    src.refill();
+    m.at(at);
+    src.with([&](auto s) {
+      switch (how) {
+        case entry::uniform: k_alloc_uniform<<<grid(n), kBlock>>>(ptrs.p, p.lo, n, s); break;
+        case entry::rule: k_alloc_rule<<<grid(n), kBlock>>>(ptrs.p, r, n, 0, s); break;
+        case entry::loaded: k_alloc_loaded<<<grid(n), kBlock>>>(ptrs.p, sizes.p, n, s); break;
+      }
+    });
+    m.at(at + 1);
+    enqueue_verify(ptrs.p, sizes.p, r, n, 0, results.p + slot);
+    m.at(at + 2);
+    src.with([&](auto s) { k_free<<<grid(n), kBlock>>>(ptrs.p, n, s); });
+    m.at(at + 3);
+  };
+  auto collect = [&](int slot, bench::marks& m, size_t at) {
+    ta.push_back(m.ms(at, at + 1));
+    tf.push_back(m.ms(at + 2, at + 3));
+    check_result chk = read_result(results.p + slot);
     if (chk.checked) range.push_back(static_cast<double>(chk.highest_end - chk.lowest));
     requested = chk.requested;
     if (failed(chk)) {
       ++fails;
-      worst.nulls = std::max(worst.nulls, chk.nulls);
-      worst.misaligned = std::max(worst.misaligned, chk.misaligned);
-      worst.corrupt = std::max(worst.corrupt, chk.corrupt);
+      keep_worst(worst, chk);
     }
-    if (bench::wall_ms_since(t0) > c.budget_ms && rep + 1 < c.reps) break;
-  }
-  std::string note = fails ? "worst rep: " + describe(worst) : "";
-  if (static_cast<int>(ta.size()) < c.reps) note += (note.empty() ? "" : " ") + std::string("reps cut by time budget");
-  emit_times(c, p, "alloc", ta, fails, note);
-  emit_times(c, p, "free", tf, fails, note);
-  if (c.test != "scaling" && !c.baseline) {  // fragmentation: address range of the live set
-    bench::row rr = make_row(c, p, c.test.c_str());
+  };
+  const unsigned long long bytes = c.never_reuses ? rule_bytes(r, n, 0) : 0;
+  bench::sample_run run = bench::run_samples(c.limits, 4, batch_policy(c, bytes), enqueue, collect);
+  std::string note = join_notes(fails ? "worst sample: " + describe(worst) : "", run.note());
+  emit_times(c, p, alloc_phase, ta, fails, note);
+  emit_times(c, p, free_phase, tf, fails, note);
+  if (report_frag && !c.baseline()) {  // fragmentation: address range of the live set
+    bench::row rr = make_row(c, p, c.test);
     rr.test = "frag";
     rr.metric = "range";
     rr.unit = "B";
@@ -411,108 +488,116 @@ void run_alloc_free(const context& c, const point& p) {
   }
 }
 
-// Alloc-Cycle-Dealloc.
+// Alloc-Cycle-Dealloc. Marks per sample: 0 | acd kernel | 1; then, untimed,
+// the same allocations kept alive, filled, checked and freed.
 void run_acd(const context& c, const point& p) {
   const unsigned long long n = p.threads, total = n * p.iters;
-  size_rule r{p.lo, p.hi, c.seed};
+  const size_rule r{p.lo, p.hi, c.seed};
+  const int slots = c.limits.max_batch;
   dbuf<void*> ptrs(total);
-  dbuf<char> slots(c.baseline ? total * slot_stride(p) : 0);
-  dbuf<unsigned long long> bad(1);
+  dbuf<unsigned long long> bad(slots);
+  dbuf<check_result> results(slots);
+  const sources src(c, (n + 31) / 32 * p.iters, slot_stride(p));
   std::vector<double> t;
   int fails = 0;
   std::string worst;
-  bench::event_timer ev;
-  auto t0 = std::chrono::steady_clock::now();
-  int warm = c.warmup;  // reset mode too: a warm GPU (TLB, caches, clocks), a fresh heap
-  auto launch = [&](int do_free) {
-    if (c.baseline)
-      k_acd_none<<<grid(n), kBlock>>>(ptrs.p, r, n, static_cast<unsigned>(p.iters), do_free, bad.p, slots.p,
-                                      slot_stride(p));
-    else
-      k_acd<<<grid(n), kBlock>>>(ptrs.p, r, n, static_cast<unsigned>(p.iters), do_free, bad.p);
+  const unsigned iters = static_cast<unsigned>(p.iters);
+
+  auto enqueue = [&](int slot, bench::marks& m, size_t at) {
+    BENCH_CUDA(cudaMemsetAsync(bad.p + slot, 0, sizeof(unsigned long long)));
+    src.refill();
+    m.at(at);
+    src.with([&](auto s) { k_acd<<<grid(n), kBlock>>>(ptrs.p, r, n, iters, 1, bad.p + slot, s); });
+    m.at(at + 1);
+    src.refill();
+    src.with([&](auto s) { k_acd<<<grid(n), kBlock>>>(ptrs.p, r, n, iters, 0, bad.p + slot, s); });
+    enqueue_verify(ptrs.p, nullptr, r, total, 0, results.p + slot);
+    src.with([&](auto s) { k_free<<<grid(total), kBlock>>>(ptrs.p, total, s); });
   };
-  for (int rep = -warm; rep < c.reps; ++rep) {
-    reset_if(c);
-    BENCH_CUDA(cudaMemset(bad.p, 0, sizeof(unsigned long long)));
-    ev.start();
-    launch(1);
-    double ms = ev.stop();
+  auto collect = [&](int slot, bench::marks& m, size_t at) {
+    t.push_back(m.ms(at, at + 1));
     unsigned long long hb = 0;
-    BENCH_CUDA(cudaMemcpy(&hb, bad.p, sizeof hb, cudaMemcpyDeviceToHost));
-    // Verification pass: the same allocations kept alive, filled and checked.
-    launch(0);
-    BENCH_CUDA(cudaDeviceSynchronize());
-    check_result chk = verify(ptrs.p, nullptr, r, total, 0);
-    if (c.baseline)
-      k_free_none<<<grid(total), kBlock>>>(ptrs.p, total);
-    else
-      k_free<<<grid(total), kBlock>>>(ptrs.p, total);
-    BENCH_CUDA(cudaDeviceSynchronize());
-    if (rep < 0) continue;
-    t.push_back(ms);
+    BENCH_CUDA(cudaMemcpy(&hb, bad.p + slot, sizeof hb, cudaMemcpyDeviceToHost));
+    check_result chk = read_result(results.p + slot);
     if (hb || failed(chk)) {
       ++fails;
       worst = describe(chk) + " in-kernel-mismatch=" + std::to_string(hb);
     }
-    if (bench::wall_ms_since(t0) > c.budget_ms && rep + 1 < c.reps) break;
-  }
-  emit_times(c, p, "cycle", t, fails, worst);
+  };
+  const unsigned long long bytes = c.never_reuses ? 2 * rule_bytes(r, total, 0) : 0;
+  bench::sample_run run = bench::run_samples(c.limits, 2, batch_policy(c, bytes), enqueue, collect);
+  emit_times(c, p, "cycle", t, fails, join_notes(worst, run.note()));
 }
 
-// Probability test: `iters` launches from an empty state, summed.
+// Probability test: `iters` launches from an empty state, summed. Marks per
+// sample: 2k | launch k | 2k+1, each launch followed by an untimed check.
 void run_prob(const context& c, const point& p) {
   const unsigned long long n = p.threads;
-  size_rule r{p.lo, p.hi, c.seed};
+  const unsigned iters = static_cast<unsigned>(p.iters);
+  const size_rule r{p.lo, p.hi, c.seed};
+  bench::sample_limits limits = c.limits;
+  limits.max_batch = std::max(1, 256 / static_cast<int>(6 * iters + 3));  // ~6 commands per launch
+  const int slots = limits.max_batch;
   dbuf<void*> ptrs(n);
   dbuf<unsigned> sizes(n);
-  dbuf<char> slots(c.baseline ? n * slot_stride(p) : 0);
-  dbuf<unsigned long long> nulls(1);
+  dbuf<unsigned long long> nulls(slots);
+  dbuf<check_result> results(static_cast<size_t>(slots) * iters);
+  const sources src(c, (n + 31) / 32 * iters, slot_stride(p));
   std::vector<double> t;
   int fails = 0;
   std::string worst;
-  bench::event_timer ev;
-  auto t0 = std::chrono::steady_clock::now();
-  int warm = c.warmup;  // reset mode too: a warm GPU (TLB, caches, clocks), a fresh heap
-  for (int rep = -warm; rep < c.reps; ++rep) {
-    reset_if(c);
-    BENCH_CUDA(cudaMemset(ptrs.p, 0, n * sizeof(void*)));
-    BENCH_CUDA(cudaMemset(nulls.p, 0, sizeof(unsigned long long)));
+  unsigned sample_seed = 0;  // every sample draws other coins
+
+  auto enqueue = [&](int slot, bench::marks& m, size_t at) {
+    BENCH_CUDA(cudaMemsetAsync(ptrs.p, 0, n * sizeof(void*)));
+    BENCH_CUDA(cudaMemsetAsync(nulls.p + slot, 0, sizeof(unsigned long long)));
+    src.refill();
+    ++sample_seed;
+    for (unsigned k = 0; k < iters; ++k) {
+      m.at(at + 2 * k);
+      src.with([&](auto s) {
+        k_prob<<<grid(n), kBlock>>>(ptrs.p, sizes.p, r, n, k, k + 1000u * sample_seed, nulls.p + slot, s);
+      });
+      m.at(at + 2 * k + 1);
+      enqueue_verify(ptrs.p, sizes.p, r, n, 0, results.p + static_cast<size_t>(slot) * iters + k);
+    }
+    src.with([&](auto s) { k_free<<<grid(n), kBlock>>>(ptrs.p, n, s); });
+  };
+  auto collect = [&](int slot, bench::marks& m, size_t at) {
     double sum = 0;
     check_result acc{};
-    for (unsigned k = 0; k < p.iters; ++k) {
-      ev.start();
-      if (c.baseline)
-        k_prob_none<<<grid(n), kBlock>>>(ptrs.p, sizes.p, r, n, k + 1000u * (rep + warm), nulls.p, slots.p,
-                                         slot_stride(p));
-      else
-        k_prob<<<grid(n), kBlock>>>(ptrs.p, sizes.p, r, n, k + 1000u * (rep + warm), nulls.p);
-      sum += ev.stop();
-      check_result chk = verify(ptrs.p, sizes.p, r, n, 0);  // NULL here means "holds nothing"
+    for (unsigned k = 0; k < iters; ++k) {
+      sum += m.ms(at + 2 * k, at + 2 * k + 1);
+      check_result chk = read_result(results.p + static_cast<size_t>(slot) * iters + k);  // NULL: holds nothing
       acc.misaligned += chk.misaligned;
       acc.corrupt += chk.corrupt;
     }
-    BENCH_CUDA(cudaMemcpy(&acc.nulls, nulls.p, sizeof acc.nulls, cudaMemcpyDeviceToHost));
-    if (c.baseline)
-      k_free_none<<<grid(n), kBlock>>>(ptrs.p, n);
-    else
-      k_free<<<grid(n), kBlock>>>(ptrs.p, n);
-    BENCH_CUDA(cudaDeviceSynchronize());
-    if (rep < 0) continue;
+    BENCH_CUDA(cudaMemcpy(&acc.nulls, nulls.p + slot, sizeof acc.nulls, cudaMemcpyDeviceToHost));
     t.push_back(sum);
     if (failed(acc)) {
       ++fails;
       worst = describe(acc);
     }
-    if (bench::wall_ms_since(t0) > c.budget_ms && rep + 1 < c.reps) break;
-  }
-  emit_times(c, p, "total", t, fails, worst);
+  };
+  // At most every thread allocating in every launch.
+  const unsigned long long bytes = c.never_reuses ? iters * n * slot_stride(p) : 0;
+  bench::sample_run run = bench::run_samples(limits, 2 * static_cast<int>(iters), batch_policy(c, bytes), enqueue,
+                                             collect);
+  emit_times(c, p, "total", t, fails, join_notes(worst, run.note()));
+}
+
+// Verification of n pointers, synchronously.
+check_result verify_now(void** ptrs, size_rule r, unsigned long long n, unsigned long long id0) {
+  dbuf<check_result> d(1);
+  enqueue_verify(ptrs, nullptr, r, n, id0, d.p);
+  return read_result(d.p);
 }
 
 // Utilization: batches of `threads` allocations of the point's size, kept
 // alive, until a batch sees a NULL. Then everything is verified and freed,
 // and one batch is allocated again to see the memory come back.
 void run_oom(const context& c, const point& p) {
-  if (c.baseline) return;
+  if (c.baseline()) return;
   if (c.api.reset && !c.api.do_reset()) bench::fatal("gpualloc_reset failed");
   const unsigned long long batch = p.threads;
   size_rule r{p.lo, p.hi, c.seed};
@@ -532,7 +617,7 @@ void run_oom(const context& c, const point& p) {
   for (; b < max_batches; ++b) {
     BENCH_CUDA(cudaMemset(nulls.p, 0, sizeof(unsigned long long)));
     ev.start();
-    k_alloc<<<grid(batch), kBlock>>>(ptrs.p + b * batch, r, batch, b * batch);
+    k_alloc_rule<<<grid(batch), kBlock>>>(ptrs.p + b * batch, r, batch, b * batch, heap_source{});
     alloc_ms += ev.stop();
     k_count_nulls<<<grid(batch), kBlock>>>(ptrs.p + b * batch, batch, nulls.p);
     BENCH_CUDA(cudaMemcpy(&hn, nulls.p, sizeof hn, cudaMemcpyDeviceToHost));
@@ -540,23 +625,23 @@ void run_oom(const context& c, const point& p) {
       ++b;
       break;
     }
-    if (bench::wall_ms_since(t0) > c.budget_ms) {
+    if (bench::wall_ms_since(t0) > c.limits.budget_ms) {
       budget_hit = true;
       ++b;
       break;
     }
   }
   const unsigned long long total = b * batch;
-  check_result chk = verify(ptrs.p, nullptr, r, total, 0);
-  k_free<<<grid(total), kBlock>>>(ptrs.p, total);
+  check_result chk = verify_now(ptrs.p, r, total, 0);
+  k_free<<<grid(total), kBlock>>>(ptrs.p, total, heap_source{});
   BENCH_CUDA(cudaDeviceSynchronize());
   // Memory back after the frees?
-  k_alloc<<<grid(batch), kBlock>>>(ptrs.p, r, batch, 0);
+  k_alloc_rule<<<grid(batch), kBlock>>>(ptrs.p, r, batch, 0, heap_source{});
   BENCH_CUDA(cudaMemset(nulls.p, 0, sizeof(unsigned long long)));
   k_count_nulls<<<grid(batch), kBlock>>>(ptrs.p, batch, nulls.p);
   unsigned long long again = 0;
   BENCH_CUDA(cudaMemcpy(&again, nulls.p, sizeof again, cudaMemcpyDeviceToHost));
-  k_free<<<grid(batch), kBlock>>>(ptrs.p, batch);
+  k_free<<<grid(batch), kBlock>>>(ptrs.p, batch, heap_source{});
   BENCH_CUDA(cudaDeviceSynchronize());
 
   const unsigned long long ok = chk.checked;
@@ -590,17 +675,17 @@ void run_init(const context& c) {
   BENCH_CUDA(cudaFree(nullptr));
   double ctx = bench::wall_ms_since(t0);
   dbuf<void*> slot(1);
-  dbuf<char> s(16);
   t0 = std::chrono::steady_clock::now();
-  if (c.baseline) {
-    k_alloc_none<<<1, 1>>>(slot.p, size_rule{16, 0, 0}, 1, 0, s.p, 16);
+  if (c.baseline()) {
+    dbuf<char> s(16 * 32);
+    k_alloc_uniform<<<1, 1>>>(slot.p, 16, 1, packed_source{s.p, 16});
     BENCH_CUDA(cudaDeviceSynchronize());
   } else {
     k_alloc_one<<<1, 1>>>(slot.p);
     BENCH_CUDA(cudaDeviceSynchronize());
   }
   double first = bench::wall_ms_since(t0);
-  if (!c.baseline) {
+  if (!c.baseline()) {
     k_free_one<<<1, 1>>>(slot.p);
     BENCH_CUDA(cudaDeviceSynchronize());
   }
@@ -616,7 +701,7 @@ void run_init(const context& c) {
   rl.s = bench::summarize({first});
   rl.note = "wall time of the first kernel (1 thread; malloc+store)";
   bench::emit(rl);
-  if (c.baseline) return;
+  if (c.baseline()) return;
   bench::row rr = make_row(c, p, "reset");
   rr.mode = "reset";
   rr.size = 0;
@@ -625,7 +710,8 @@ void run_init(const context& c) {
     rr.note = "gpualloc_reset not available";
   } else {
     std::vector<double> t;
-    for (int i = 0; i < std::max(c.reps, 1); ++i) {
+    const int reps = std::max(c.limits.max_samples, 1);
+    for (int i = 0; i < reps; ++i) {
       auto t1 = std::chrono::steady_clock::now();
       if (!c.api.do_reset()) {
         ++rr.failures;
@@ -634,7 +720,7 @@ void run_init(const context& c) {
       t.push_back(bench::wall_ms_since(t1));
     }
     rr.s = bench::summarize(t);
-    rr.iters = c.reps;
+    rr.iters = reps;
     char b[96];
     std::snprintf(b, sizeof b, "gpualloc_reset() wall time incl. sync; heap=%llu", c.api.heap());
     rr.note = b;
@@ -662,25 +748,41 @@ void emit_regs(const context& c, const char* name, K kernel) {
   bench::emit(r);
 }
 
+template <class Source>
+void emit_regs_of(const context& c) {
+  emit_regs(c, "alloc", k_alloc_uniform<Source>);
+  emit_regs(c, "alloc_rule", k_alloc_rule<Source>);
+  emit_regs(c, "alloc_loaded", k_alloc_loaded<Source>);
+  emit_regs(c, "free", k_free<Source>);
+  emit_regs(c, "acd", k_acd<Source>);
+  emit_regs(c, "prob", k_prob<Source>);
+}
+
 void run_regs(const context& c) {
-  if (c.baseline) {
-    emit_regs(c, "alloc", k_alloc_none);
-    emit_regs(c, "free", k_free_none);
-    emit_regs(c, "acd", k_acd_none);
-    emit_regs(c, "prob", k_prob_none);
-  } else {
-    emit_regs(c, "alloc", k_alloc);
-    emit_regs(c, "free", k_free);
-    emit_regs(c, "acd", k_acd);
-    emit_regs(c, "prob", k_prob);
+  switch (c.source) {
+    case source_kind::heap: emit_regs_of<heap_source>(c); break;
+    case source_kind::packed: emit_regs_of<packed_source>(c); break;
+    case source_kind::bump: emit_regs_of<bump_source>(c); break;
   }
+}
+
+// The coalesce test: the three entries, one after another, for one point,
+// each with a third of the point's time.
+void run_coalesce(const context& c, const point& p) {
+  context third = c;
+  third.limits.budget_ms /= 3;
+  third.limits.hard_limit_ms /= 3;
+  run_alloc_free(third, p, entry::uniform, "alloc-uniform", "free-uniform", false);
+  run_alloc_free(third, p, entry::loaded, "alloc-loaded", "free-loaded", false);
+  if (p.hi) run_alloc_free(third, p, entry::rule, "alloc-mixed", "free-mixed", false);
 }
 
 void usage() {
   std::printf(
-      "usage: gpualloc-bench-alloc --test single|mixed|scaling|acd|prob|oom|init|regs\n"
-      "         [--points SIZE[-MAX]xTHREADS[xITERS],...] [--mode warm|reset] [--reps N]\n"
-      "         [--warmup N] [--budget-s SECONDS] [--seed N] [--baseline] [--reset-each-rep]\n"
+      "usage: gpualloc-bench-alloc --test single|mixed|scaling|coalesce|acd|prob|oom|init|regs\n"
+      "         [--points SIZE[-MAX]xTHREADS[xITERS],...] [--mode warm|reset]\n"
+      "         [--reps N] [--min-reps N] [--warmup N] [--budget-s SECONDS] [--hard-limit-s SECONDS]\n"
+      "         [--seed N] [--baseline none|bump] [--reset-each-rep]\n"
       "Prints ROW,%s lines. Normally run by bench/gpualloc-bench.\n",
       bench::kRowHeader);
 }
@@ -696,13 +798,23 @@ int main(int argc, char** argv) {
   context c;
   c.test = a.get("--test");
   c.mode = a.get("--mode", "warm");
-  c.baseline = a.flag("--baseline");
-  c.reps = static_cast<int>(a.num("--reps", 5));
-  c.warmup = static_cast<int>(a.num("--warmup", 1));
-  c.budget_ms = a.real("--budget-s", 60) * 1e3;
+  if (const char* b = a.get("--baseline")) {
+    std::string kind = b;
+    if (kind == "none") c.source = source_kind::packed;
+    else if (kind == "bump") c.source = source_kind::bump;
+    else bench::fatal("--baseline must be none or bump");
+  }
+  c.limits.max_samples = static_cast<int>(a.num("--reps", 15));
+  c.limits.min_samples = static_cast<int>(a.num("--min-reps", 3));
+  c.limits.warmup = static_cast<int>(a.num("--warmup", 1));
+  c.limits.budget_ms = a.real("--budget-s", 60) * 1e3;
+  c.limits.hard_limit_ms = a.real("--hard-limit-s", 1e6) * 1e3;
   c.seed = static_cast<unsigned>(a.num("--seed", 1));
-  c.reset_each = a.flag("--reset-each-rep");
+  c.never_reuses = a.flag("--reset-each-rep");
+  const char* coalesce = std::getenv("GPUALLOC_COALESCE");
+  c.coalescing = !(coalesce && std::string(coalesce) == "0");
   if (c.mode != "warm" && c.mode != "reset") bench::fatal("--mode must be warm or reset");
+  if (c.limits.max_samples < 1 || c.limits.min_samples < 1) bench::fatal("--reps and --min-reps must be at least 1");
 
   if (c.test == "init") {  // before anything touches the context
     c.api = bench::host_api::find();
@@ -714,7 +826,7 @@ int main(int argc, char** argv) {
   c.api = bench::host_api::find();
   bench::print_info(c.api);
   c.reset_mode = c.mode == "reset";
-  if (c.reset_mode && !c.baseline && !c.api.reset)
+  if (c.reset_mode && !c.baseline() && !c.api.reset)
     bench::fatal("--mode reset needs gpualloc_reset (libgpualloc not loaded?)");
 
   if (c.test == "regs") {
@@ -722,7 +834,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   // Load the module and let libgpualloc set up the heap before any timing.
-  if (!c.baseline) {
+  if (!c.baseline()) {
     dbuf<void*> slot(1);
     k_alloc_one<<<1, 1>>>(slot.p);
     k_free_one<<<1, 1>>>(slot.p);
@@ -730,11 +842,16 @@ int main(int argc, char** argv) {
   }
   const char* pts = a.get("--points");
   if (!pts) bench::fatal("--points is required for --test %s", c.test.c_str());
+  if (c.test == "coalesce") c.mode = c.coalescing ? "on" : "off";  // the rows' label
   for (const std::string& s : bench::split(pts, ',')) {
     point p = parse_point(s);
     bench::begin_point(s.c_str());
-    if (c.test == "single" || c.test == "mixed" || c.test == "scaling")
-      run_alloc_free(c, p);
+    if (c.test == "single" || c.test == "scaling")
+      run_alloc_free(c, p, entry::uniform, "alloc", "free", c.test == "single");
+    else if (c.test == "mixed")
+      run_alloc_free(c, p, entry::rule, "alloc", "free", true);
+    else if (c.test == "coalesce")
+      run_coalesce(c, p);
     else if (c.test == "acd")
       run_acd(c, p);
     else if (c.test == "prob")

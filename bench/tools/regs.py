@@ -22,7 +22,11 @@ import tempfile
 
 FIELDS = ["strategy", "test", "mode", "phase", "size", "size_max", "threads", "iters", "metric", "unit",
           "median", "min", "max", "reps", "failures", "note", "gpu", "suite"]
-KERNELS = ("k_alloc", "k_free", "k_acd", "k_prob")
+# The timed kernels (templates over their block source; only the heap_source
+# instances use gpualloc) and the phase names their rows get, as the regs
+# test of gpualloc-bench-alloc names them.
+KERNELS = {"k_alloc_uniform": "alloc", "k_alloc_rule": "alloc_rule", "k_alloc_loaded": "alloc_loaded",
+           "k_free": "free", "k_acd": "acd", "k_prob": "prob"}
 
 
 def names(build):
@@ -65,8 +69,14 @@ def parse_ptxas(text):
 
 
 def kernel_name(mangled):
+    """The kernel's name, or None for a baseline instance (packed_source, bump_source)."""
     m = re.search(r"\d+(k_[a-z_]+)", mangled)
-    return m.group(1) if m else mangled
+    if not m:
+        return mangled
+    source = re.search(r"(heap|packed|bump)_source", mangled)
+    if source and source.group(1) != "heap":
+        return None
+    return m.group(1)
 
 
 def compile_one(wrapper, source, strategy):
@@ -102,11 +112,10 @@ def main():
                              note=f"compile failed or no ptxas report: {err}"))
             print(f"regs.py: {s}: no register report (rc={rc})", file=sys.stderr)
             continue
-        for k in KERNELS:
+        for k, phase in KERNELS.items():
             if k not in found:
                 continue
             d = found[k]
-            phase = k[2:]
             note = f"stack={d.get('stack', 0)} spill_stores={d.get('spill_stores', 0)} spill_loads={d.get('spill_loads', 0)}"
             v = d.get("registers", "")
             rows.append(dict(base, phase=phase, metric="registers", unit="regs", median=v, min=v, max=v, note=note))

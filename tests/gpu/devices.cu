@@ -1,10 +1,12 @@
 // Every GPU of the machine gets its own heap: kernels on all devices allocate
 // at the same time, each device's blocks stay intact, and each device
-// reports its own heap size. With one GPU this is a single-device run.
+// reports (cudaDeviceGetLimit) the heap size GPUALLOC_HEAP_SIZE asked for,
+// given again as the argument. With one GPU this is a single-device run.
 //
 // REQUIRES: cuda-gpu
-// RUN: %for-each-strategy -- %gpu-bin/devices
+// RUN: env GPUALLOC_HEAP_SIZE=256M %for-each-strategy -- %gpu-bin/devices 268435456
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "Inputs/check.h"
@@ -32,7 +34,12 @@ __global__ void check_and_free(int** slots, int device, unsigned* bad) {
   free(p);
 }
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: devices <expected heap bytes per device>\n");
+    return 2;
+  }
+  const size_t expected_heap = std::strtoull(argv[1], nullptr, 0);
   int devices = 0;
   CHECK(cudaGetDeviceCount(&devices));
   const int threads = 1 << 16, block = 256;
@@ -61,6 +68,8 @@ int main() {
     CHECK(cudaSetDevice(d));
     CHECK(cudaDeviceGetLimit(&heap, cudaLimitMallocHeapSize));
     std::printf("device %d: heap %zu bytes\n", d, heap);
+    EXPECT(heap == expected_heap, "device %d reports a heap of %zu bytes, GPUALLOC_HEAP_SIZE asked for %zu", d, heap,
+           expected_heap);
   }
   std::printf("devices: ok on %d device(s)\n", devices);
   return 0;

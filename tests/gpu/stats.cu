@@ -1,10 +1,12 @@
 // GPUALLOC_STATS=1 counts every allocation, free, failure and byte exactly,
 // under every strategy, with warps of all shapes: full warps, partial warps,
-// lanes of one warp at different sizes. The counters come from libgpualloc's
+// lanes of one warp at different sizes, with warp coalescing on and off
+// (GPUALLOC_COALESCE=0). The counters come from libgpualloc's
 // host API, found with dlsym so the program needs no gpualloc header.
 //
 // REQUIRES: cuda-gpu
 // RUN: env GPUALLOC_STATS=1 GPUALLOC_HEAP_SIZE=1G %for-each-strategy -- %gpu-bin/stats
+// RUN: env GPUALLOC_STATS=1 GPUALLOC_HEAP_SIZE=1G GPUALLOC_COALESCE=0 %for-each-strategy -- %gpu-bin/stats
 #include <dlfcn.h>
 
 #include <cstdio>
