@@ -13,6 +13,7 @@
 #include "gpualloc/strategies/atomic_wrap.h"
 #include "gpualloc/strategies/circular.h"
 #include "gpualloc/strategies/cuda.h"
+#include "gpualloc/strategies/gallatin/gallatin.h"
 
 namespace gpualloc {
 

@@ -1,0 +1,238 @@
+// A concurrent 64-ary bit tree: a set of indices 0 .. universe-1 kept in
+// 64-bit words, every word operation one atomic (the vEB-style tree of
+// Gallatin, McCoy & Pandey 2024, section 3.2: nodes of one word, no min/max,
+// a height fixed by the universe).
+//
+//   level 0        the root, one word: bit b says child word b of level 1 is non-empty
+//   level l        word w, bit b: word 64 w + b of level l+1 is non-empty
+//   level L-1      the leaves: bit b of word w says index 64 w + b is in the set
+//
+// The words of all levels lie in one array (root first); bit_tree_layout says
+// where each level starts. It is a pure function of the universe, computed on
+// the host when a heap is laid out.
+//
+// Invariant (summary): outside a running operation, a word's bit in its
+// parent is set exactly when the word is non-empty. An operation that empties
+// a word clears the word's bit in its parent, then looks at the word again and
+// sets the bit back if an insert refilled it meanwhile (mark_empty); an
+// operation that fills an empty word sets the bit (mark_nonempty). A search
+// that follows a set bit into an empty word (a summary an operation is still
+// fixing) skips that word's range and goes on: it may miss an index inserted
+// concurrently with it, never one that was in the set all along.
+//
+// Memory ordering: every read-modify-write is acq_rel, loads are acquire.
+// That orders "empty a word, clear its bit in the parent, reread the word"
+// against "fill the word, set its bit", so one of the two sees the other; and
+// an index taken out of the set (remove, claim_*) is ordered after the
+// insert that put it there, which hands over whatever the index stands for.
+#pragma once
+
+#include <cstdint>
+
+#include "gpualloc/config.h"
+#include "gpualloc/detail/atomic.h"
+#include "gpualloc/detail/bits.h"
+
+namespace gpualloc::detail {
+
+struct bit_tree_layout {
+  static constexpr std::uint32_t max_levels = 5;  // 64^5 = 2^30 indices
+
+  std::uint32_t universe;
+  std::uint32_t levels;
+  std::uint32_t first_word[max_levels];  // where each level starts in the array
+  std::uint32_t bits[max_levels];        // valid bits of each level: indices (leaves) or words of the level below
+  std::uint32_t words;                   // length of the array
+
+  GPUALLOC_HD static bit_tree_layout make(std::uint32_t universe) {
+    bit_tree_layout L{};
+    L.universe = universe;
+    L.levels = 1;
+    for (std::uint64_t reach = 64; reach < universe && L.levels < max_levels; reach *= 64) ++L.levels;
+    L.bits[L.levels - 1] = universe;
+    for (std::uint32_t l = L.levels - 1; l > 0; --l) L.bits[l - 1] = (L.bits[l] + 63) / 64;
+    for (std::uint32_t l = 0; l < L.levels; ++l) {
+      L.first_word[l] = L.words;
+      L.words += l == 0 ? 1 : (L.bits[l] + 63) / 64;
+    }
+    return L;
+  }
+
+  // The value word `word` of the array has in a tree holding every index
+  // (full) or none, for initialising the array in parallel.
+  GPUALLOC_HD std::uint64_t initial_word(std::uint32_t word, bool full) const {
+    if (!full) return 0;
+    std::uint32_t l = levels - 1;
+    while (first_word[l] > word) --l;
+    const std::uint32_t first_bit = (word - first_word[l]) * 64;
+    return first_bit >= bits[l] ? 0 : low_bits(bits[l] - first_bit < 64 ? bits[l] - first_bit : 64);
+  }
+};
+
+class bit_tree {
+ public:
+  static constexpr std::uint32_t none = ~0u;
+
+  GPUALLOC_HD bit_tree(std::uint64_t* words, const bit_tree_layout& layout) : words_(words), L_(layout) {}
+
+  GPUALLOC_HD void insert(std::uint32_t i) const { insert_bits(i / 64, std::uint64_t{1} << (i % 64)); }
+
+  // Takes i out of the set; false if it was not in it.
+  GPUALLOC_HD bool remove(std::uint32_t i) const {
+    const std::uint64_t bit = std::uint64_t{1} << (i % 64);
+    return (remove_bits(i / 64, bit) & bit) != 0;
+  }
+
+  // The smallest index >= from in the set, or none (successor search).
+  GPUALLOC_HD std::uint32_t next(std::uint32_t from) const {
+    const std::uint32_t leaves = L_.levels - 1;
+    while (from < L_.universe) {
+      // Up: the first set bit at or after x in its word, one level higher each time the word has none.
+      std::uint32_t level = leaves;
+      std::uint32_t x = from;  // a bit position at `level`
+      for (;;) {
+        const std::uint64_t v = load(level, x / 64) & (~std::uint64_t{0} << (x % 64));
+        if (v != 0) {
+          x = x / 64 * 64 + lowest_bit(v);
+          break;
+        }
+        if (level == 0) return none;
+        x = x / 64 + 1;
+        --level;
+        if (x >= L_.bits[level]) return none;
+      }
+      // Down: the lowest set bit of each word below.
+      bool stale = false;
+      while (level < leaves && !stale) {
+        ++level;
+        const std::uint64_t v = load(level, x);
+        stale = v == 0;  // a summary still being fixed: skip this word's range
+        if (!stale) x = x * 64 + lowest_bit(v);
+      }
+      if (!stale) return x;
+      std::uint64_t span = 64;  // indices under one word of `level`
+      for (std::uint32_t l = level; l < leaves; ++l) span *= 64;
+      if ((x + 1) * span >= L_.universe) return none;
+      from = static_cast<std::uint32_t>((x + 1) * span);
+    }
+    return none;
+  }
+
+  // Takes the smallest index out of the set and returns it, or none.
+  GPUALLOC_HD std::uint32_t claim_first() const {
+    for (std::uint32_t from = 0;;) {
+      const std::uint32_t i = next(from);
+      if (i == none || remove(i)) return i;
+      from = i;
+    }
+  }
+
+  // Takes the highest run of `count` consecutive indices out of the set and
+  // returns its first index, or none. A run whose claim collides with another
+  // thread is given back and the search starts again, a few times.
+  GPUALLOC_HD std::uint32_t claim_last_run(std::uint32_t count) const {
+    if (count == 0 || count > L_.universe) return none;
+    for (int attempt = 0; attempt < run_claim_tries; ++attempt) {
+      const std::uint32_t first = find_last_run(count);
+      if (first == none || claim_range(first, count)) return first;
+    }
+    return none;
+  }
+
+  // Puts first .. first+count-1 (all absent) back into the set.
+  GPUALLOC_HD void insert_run(std::uint32_t first, std::uint32_t count) const {
+    const std::uint32_t end = first + count;
+    for (std::uint32_t w = first / 64; w * 64 < end; ++w) insert_bits(w, range_mask(w, first, end));
+  }
+
+ private:
+  static constexpr int run_claim_tries = 8;
+
+  GPUALLOC_HD device_atomic<std::uint64_t> word(std::uint32_t level, std::uint32_t w) const {
+    return device_atomic<std::uint64_t>(words_[L_.first_word[level] + w]);
+  }
+  GPUALLOC_HD std::uint64_t load(std::uint32_t level, std::uint32_t w) const { return word(level, w).load(acquire); }
+
+  // Bits of leaf word w that lie in [first, end).
+  GPUALLOC_HD static std::uint64_t range_mask(std::uint32_t w, std::uint32_t first, std::uint32_t end) {
+    const std::uint32_t lo = first > w * 64 ? first - w * 64 : 0;
+    const std::uint32_t hi = end < w * 64 + 64 ? end - w * 64 : 64;
+    return low_bits(hi) & ~low_bits(lo);
+  }
+
+  GPUALLOC_HD void insert_bits(std::uint32_t leaf, std::uint64_t mask) const {
+    if (word(L_.levels - 1, leaf).fetch_or(mask, acq_rel) == 0) mark_nonempty(L_.levels - 1, leaf);
+  }
+
+  // Clears `mask` in leaf word `leaf`; returns the word as it was.
+  GPUALLOC_HD std::uint64_t remove_bits(std::uint32_t leaf, std::uint64_t mask) const {
+    const std::uint64_t old = word(L_.levels - 1, leaf).fetch_and(~mask, acq_rel);
+    if ((old & mask) != 0 && (old & ~mask) == 0) mark_empty(L_.levels - 1, leaf);
+    return old;
+  }
+
+  // Word w of `level` became non-empty: set its bit upward while parents were empty.
+  GPUALLOC_HD void mark_nonempty(std::uint32_t level, std::uint32_t w) const {
+    for (; level > 0; --level, w /= 64)
+      if (word(level - 1, w / 64).fetch_or(std::uint64_t{1} << (w % 64), acq_rel) != 0) return;
+  }
+
+  // Word w of `level` became empty: clear its bit upward while parents become
+  // empty; a word found refilled after its bit was cleared gets it back.
+  GPUALLOC_HD void mark_empty(std::uint32_t level, std::uint32_t w) const {
+    for (; level > 0; --level, w /= 64) {
+      const std::uint64_t bit = std::uint64_t{1} << (w % 64);
+      const std::uint64_t old = word(level - 1, w / 64).fetch_and(~bit, acq_rel);
+      if (load(level, w) != 0) {
+        mark_nonempty(level, w);
+        return;
+      }
+      if ((old & bit) == 0 || (old & ~bit) != 0) return;
+    }
+  }
+
+  // The first index of the highest run of `count` set indices, or none.
+  GPUALLOC_HD std::uint32_t find_last_run(std::uint32_t count) const {
+    const std::uint32_t leaves = L_.levels - 1;
+    std::uint32_t top = L_.universe, p = top;  // every index in [p, top) is set
+    std::uint32_t loaded = none;
+    std::uint64_t v = 0;
+    while (p > 0) {
+      const std::uint32_t w = (p - 1) / 64, base = w * 64;
+      if (w != loaded) {
+        v = load(leaves, w);
+        loaded = w;
+      }
+      const std::uint32_t below = p - base;  // bits 0 .. below-1 lie under p
+      const std::uint64_t zeros = ~v & low_bits(below);
+      const std::uint32_t ones = zeros == 0 ? below : below - 1 - highest_bit(zeros);
+      p -= ones;
+      if (top - p >= count) return top - count;
+      if (zeros == 0) continue;                               // the run goes on into the word below
+      const std::uint64_t rest = v & low_bits(p - 1 - base);  // set bits under the gap
+      top = p = rest == 0 ? base : base + highest_bit(rest) + 1;
+    }
+    return none;
+  }
+
+  // Takes [first, first+count) word by word from the top; on a collision gives
+  // back what it took and says false.
+  GPUALLOC_HD bool claim_range(std::uint32_t first, std::uint32_t count) const {
+    const std::uint32_t end = first + count, top_word = (end - 1) / 64;
+    for (std::uint32_t w = top_word;; --w) {
+      const std::uint64_t mask = range_mask(w, first, end);
+      const std::uint64_t old = remove_bits(w, mask);
+      if ((old & mask) != mask) {
+        if ((old & mask) != 0) insert_bits(w, old & mask);
+        for (std::uint32_t u = w + 1; u <= top_word; ++u) insert_bits(u, range_mask(u, first, end));
+        return false;
+      }
+      if (w == first / 64) return true;
+    }
+  }
+
+  std::uint64_t* words_;
+  const bit_tree_layout& L_;
+};
+
+}  // namespace gpualloc::detail
