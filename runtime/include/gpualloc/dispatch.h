@@ -14,6 +14,7 @@
 #include "gpualloc/strategies/circular.h"
 #include "gpualloc/strategies/cuda.h"
 #include "gpualloc/strategies/gallatin/gallatin.h"
+#include "gpualloc/strategies/ouroboros/ouroboros.h"
 
 namespace gpualloc {
 

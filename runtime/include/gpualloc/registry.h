@@ -42,7 +42,19 @@
   X(cfmmalloc, circular_fused_multi_malloc, "cfmmalloc", full, "the largest pre-split chunk of one SM's part, ~heap/(#SM*(depth+1))", 80, \
     "CFMMalloc (Vinkler & Havran 2015): CFMalloc with one start offset and one pre-split heap per SM") \
   X(gallatin, gallatin, "gallatin", full, "the heap less its tables, as a run of whole segments (heap/32 to heap/64, at most 16 MiB each)", 75, \
-    "Gallatin (McCoy & Pandey 2024): segments in a 64-ary bit tree, blocks per size, 4096 slices per block, per-SM block buffers, one atomic per warp and size class")
+    "Gallatin (McCoy & Pandey 2024): segments in a 64-ary bit tree, blocks per size, 4096 slices per block, per-SM block buffers, one atomic per warp and size class") \
+  X(ouroboros_p_s, ouroboros_p_s, "ouroboros-p-s", full, "the heap less its tables (a run of 1 KiB units)", 80, \
+    "Ouroboros-P-S (Winter et al. 2020): 8 KiB chunks of pages in 15 sizes, static queues of free pages, bulk semaphore; a size holds at most its queue's length") \
+  X(ouroboros_p_va, ouroboros_p_va, "ouroboros-p-va", full, "the heap less its tables (a run of 1 KiB units)", 80, \
+    "Ouroboros-P-VA (Winter et al. 2020): queues of free pages virtualised on queue chunks behind a small pointer array") \
+  X(ouroboros_p_vl, ouroboros_p_vl, "ouroboros-p-vl", full, "the heap less its tables (a run of 1 KiB units)", 80, \
+    "Ouroboros-P-VL (Winter et al. 2020): queues of free pages as linked queue chunks, front/back/old pointers, lagged reclamation") \
+  X(ouroboros_c_s, ouroboros_c_s, "ouroboros-c-s", full, "the heap less its tables (a run of 1 KiB units)", 80, \
+    "Ouroboros-C-S (Winter et al. 2020): static queues of chunks with free pages, a bit-field per chunk, free chunks back to the pool") \
+  X(ouroboros_c_va, ouroboros_c_va, "ouroboros-c-va", full, "the heap less its tables (a run of 1 KiB units)", 80, \
+    "Ouroboros-C-VA (Winter et al. 2020): queues of chunks with free pages virtualised on queue chunks behind a small pointer array") \
+  X(ouroboros_c_vl, ouroboros_c_vl, "ouroboros-c-vl", full, "the heap less its tables (a run of 1 KiB units)", 80, \
+    "Ouroboros-C-VL (Winter et al. 2020): queues of chunks with free pages as linked queue chunks, lagged reclamation")
 
 namespace gpualloc {
 

@@ -1,0 +1,140 @@
+// The bulk semaphore of Ouroboros (Winter, Mlakar, Parger, Steinberger,
+// ICS 2020, section 3.4, Algorithm 2): a counting semaphore over resources
+// that arrive in bulk (the pages of a new chunk), which also decides which
+// waiting thread goes and fetches the next bulk, so that an empty queue gets
+// one new chunk per shortfall instead of one per waiting thread.
+//
+//   count     C   resources available now
+//   expected  E   resources a thread has set out to fetch (a chunk being allocated)
+//   reserved  R   resources that waiting threads have asked for
+//
+// wait(n):    take n if C >= n (one fetch-add, the fast path). Otherwise decide
+//             atomically on (C, E, R): if C + E - R < n, add the missing bulks
+//             to E and fetch them; else if C >= n take them; else add n to R,
+//             sleep until C >= n or R >= C + E (the expected bulks will not
+//             cover everyone), take n back out of R and decide again.
+// signal(n):  C += n (a freed resource).
+// signal_expected(n): C += n, E -= n (a fetched bulk arrived).
+//
+// Width: the paper packs C, E and R into one 64-bit word of 21-bit fields,
+// which caps a queue at 2^21 resources (32 MiB of 16 B pages). Here C has a
+// 64-bit word of its own (heaps of any size) and E, R share a second word.
+// The decision step reads C and then compare-and-swaps (E, R): a C that
+// changed in between only makes a thread fetch a bulk early (C grew: a chunk
+// more than needed) or wait one more round (C shrank: it sees R >= C + E and
+// decides again); no thread is granted a resource C did not hold, because
+// every grant is a subtraction from C that left it >= 0.
+//
+// Bulk fetching: the caller's refill(k) tries to fetch k bulks of `per_bulk`
+// resources and calls signal_expected(per_bulk) for each one as it arrives
+// (before or after publishing them, as its queue allows: a waiter granted a
+// resource that is not yet in the queue waits for it there). It returns how
+// many it fetched; the rest is taken back out of E. A refill that fetches
+// nothing means the heap is out of memory: wait() then grants whatever C
+// still holds (fewer than n, maybe 0) instead of sleeping forever.
+//
+// Memory ordering: the counters carry no data (the queue slots do), so every
+// access is relaxed, except that a grant (a successful subtraction) is an
+// acquire and a signal a release, so that a resource granted is ordered after
+// the signal that made it available.
+#pragma once
+
+#include <cstdint>
+
+#include "gpualloc/config.h"
+#include "gpualloc/detail/atomic.h"
+#include "gpualloc/detail/backoff.h"
+
+namespace gpualloc::detail {
+
+// One cache line: the fast path touches `count` only; `pending` changes in
+// the slow path alone.
+struct bulk_semaphore {
+  alignas(128) std::int64_t count;  // C (for a moment below 0: a failed fast path undoes its subtraction)
+  std::uint64_t pending;            // [63:32] expected E, [31:0] reserved R
+
+  static constexpr std::uint64_t expected_one = std::uint64_t{1} << 32;
+  static constexpr std::uint64_t reserved_mask = expected_one - 1;
+
+  GPUALLOC_HD std::int64_t available() const {
+    return device_atomic<std::int64_t>(const_cast<std::int64_t&>(count)).load(relaxed);
+  }
+
+  // The fast path: takes n if C holds them.
+  GPUALLOC_HD bool try_wait(std::uint32_t n) {
+    device_atomic<std::int64_t> c(count);
+    if (c.fetch_sub(n, acquire) >= static_cast<std::int64_t>(n)) return true;
+    c.fetch_add(n, relaxed);
+    return false;
+  }
+
+  // Takes n only if C keeps at least `keep` afterwards; never waits.
+  GPUALLOC_HD bool try_reduce(std::uint64_t n, std::int64_t keep = 0) {
+    device_atomic<std::int64_t> c(count);
+    std::int64_t v = c.load(relaxed);
+    while (v >= static_cast<std::int64_t>(n) + keep)
+      if (c.compare_exchange_weak(v, v - static_cast<std::int64_t>(n), acquire, relaxed)) return true;
+    return false;
+  }
+
+  // Takes min(C, n) and returns it.
+  GPUALLOC_HD std::uint64_t take_up_to(std::uint64_t n) {
+    device_atomic<std::int64_t> c(count);
+    std::int64_t v = c.load(relaxed);
+    while (v > 0) {
+      const std::int64_t m = v < static_cast<std::int64_t>(n) ? v : static_cast<std::int64_t>(n);
+      if (c.compare_exchange_weak(v, v - m, acquire, relaxed)) return static_cast<std::uint64_t>(m);
+    }
+    return 0;
+  }
+
+  GPUALLOC_HD void signal(std::uint64_t n) {
+    device_atomic<std::int64_t>(count).fetch_add(static_cast<std::int64_t>(n), release);
+  }
+
+  // A bulk of n that was expected arrived.
+  GPUALLOC_HD void signal_expected(std::uint64_t n) {
+    signal(n);
+    device_atomic<std::uint64_t>(pending).fetch_sub(n * expected_one, relaxed);
+  }
+
+  // The slow path of wait(n) after try_wait(n) failed: returns n, or fewer
+  // (maybe 0) once refill(k) could fetch nothing. Call it out of line.
+  template <class Refill>
+  GPUALLOC_HD std::uint32_t wait(std::uint32_t n, std::uint32_t per_bulk, Refill&& refill) {
+    device_atomic<std::uint64_t> p(pending);
+    backoff b;
+    for (;;) {
+      if (try_wait(n)) return n;
+      std::uint64_t pv = p.load(relaxed);
+      const std::int64_t c = available();
+      const std::int64_t e = static_cast<std::int64_t>(pv >> 32), r = static_cast<std::int64_t>(pv & reserved_mask);
+      const std::int64_t supply = c + e - r;
+      if (supply < static_cast<std::int64_t>(n)) {
+        // Fetch the bulks that cover the shortfall.
+        const std::uint64_t k =
+            (static_cast<std::uint64_t>(static_cast<std::int64_t>(n) - supply) + per_bulk - 1) / per_bulk;
+        if (!p.compare_exchange_weak(pv, pv + k * per_bulk * expected_one, relaxed, relaxed)) continue;
+        const std::uint64_t got = refill(k);
+        if (got < k) p.fetch_sub((k - got) * per_bulk * expected_one, relaxed);
+        if (got == 0) return static_cast<std::uint32_t>(take_up_to(n));
+      } else if (c < static_cast<std::int64_t>(n)) {
+        // Others are fetching enough for everyone: reserve and sleep.
+        if (!p.compare_exchange_weak(pv, pv + n, relaxed, relaxed)) continue;
+        for (;;) {
+          b.pause();
+          pv = p.load(relaxed);
+          const std::int64_t cn = available();
+          if (cn >= static_cast<std::int64_t>(n) ||
+              static_cast<std::int64_t>(pv & reserved_mask) >= cn + static_cast<std::int64_t>(pv >> 32))
+            break;
+        }
+        p.fetch_sub(n, relaxed);
+      } else {
+        b.pause();  // C held n when we looked, but others took them first
+      }
+    }
+  }
+};
+
+}  // namespace gpualloc::detail

@@ -1,0 +1,106 @@
+// The chunks not in use: a set in the free-chunk tree plus a count of those
+// not promised to anyone.
+//
+//  available  free chunks minus the chunks reserved for queue storage
+//             (virtualised queues reserve what their queues may need, so an
+//             enqueue never waits for memory the program holds: storage.h)
+//  tree       the free chunks themselves
+//
+// A chunk for pages (one base chunk, or a run of three), or a run for large
+// blocks, is first reserved out of `available` (a failed reservation is the
+// fast "out of memory"), then taken out of the tree: single chunks from the
+// low end, runs from the high end, so that small and large allocations fill
+// the heap from opposite sides. A queue chunk is taken out of the tree only:
+// its reservation is its queue's. Giving back is the reverse.
+//
+// Invariant: available = free chunks - (chunks reserved for queues - queue
+// chunks in use). A taker that reserved finds a chunk in the tree unless
+// queue chunks outnumber their reservation for a moment (a slow dequeue
+// holding a fully used queue chunk); it then gives up its reservation and
+// fails like a failed reservation. A queue chunk taker waits instead.
+//
+// Memory ordering: the tree's operations are acq_rel (detail/bit_tree.h), so
+// a chunk taken is ordered after the give that freed it, and with that after
+// everything its previous owner did. `available` is relaxed: it only counts.
+#pragma once
+
+#include <cstdint>
+
+#include "gpualloc/detail/atomic.h"
+#include "gpualloc/detail/backoff.h"
+#include "gpualloc/strategies/ouroboros/layout.h"
+
+namespace gpualloc::strategies::ouro {
+
+struct chunk_pool {
+  GPUALLOC_HD static bool reserve(heap h, std::uint64_t n) {
+    detail::device_atomic<std::int64_t> a(h.pool().available);
+    if (a.fetch_sub(static_cast<std::int64_t>(n), detail::relaxed) >= static_cast<std::int64_t>(n)) return true;
+    a.fetch_add(static_cast<std::int64_t>(n), detail::relaxed);
+    return false;
+  }
+
+  GPUALLOC_HD static void unreserve(heap h, std::uint64_t n) {
+    detail::device_atomic<std::int64_t>(h.pool().available).fetch_add(static_cast<std::int64_t>(n), detail::relaxed);
+  }
+
+  // A reserved single chunk, or no_chunk (then the reservation is given back).
+  GPUALLOC_HD static std::uint32_t take_reserved(heap h) {
+    const std::uint64_t x = h.free_chunks().claim_first();
+    if (x != detail::bit_tree::none) return static_cast<std::uint32_t>(x);
+    unreserve(h, 1);
+    return no_chunk;
+  }
+
+  // A reserved run of k chunks (its first), or no_chunk (then the reservation is given back).
+  GPUALLOC_HD static std::uint32_t take_reserved_run(heap h, std::uint64_t k) {
+    const std::uint64_t x = h.free_chunks().claim_last_run(k);
+    if (x != detail::bit_tree::none) return static_cast<std::uint32_t>(x);
+    unreserve(h, k);
+    return no_chunk;
+  }
+
+  // A chunk for queue storage (reserved by its queue); waits while there is none.
+  GPUALLOC_HD static std::uint32_t take_for_queue(heap h) {
+    detail::backoff b;
+    for (;;) {
+      const std::uint64_t x = h.free_chunks().claim_first();
+      if (x != detail::bit_tree::none) return static_cast<std::uint32_t>(x);
+      b.pause();
+    }
+  }
+
+  // A chunk for pages of size c (span_of(c) base chunks, described as such),
+  // with `slots` queue slots reserved for its pages (storage.h, Q4), or
+  // no_chunk when the pool has none.
+  template <class Storage, class Entry>
+  GPUALLOC_HD static std::uint32_t take_for_pages(heap h, unsigned c, std::uint64_t slots) {
+    const unsigned span = span_of(c);
+    if (!Storage::template reserve_slots<Entry>(h, c, slots)) return no_chunk;
+    if (reserve(h, span)) {
+      const std::uint32_t x = span == 1 ? take_reserved(h) : take_reserved_run(h, span);
+      if (x != no_chunk) {
+        for (unsigned i = 0; i < span; ++i) h.store_desc(x + i, descriptor::make(descriptor::pages, c, i));
+        return x;
+      }
+    }
+    Storage::template release_slots<Entry>(h, c, slots);
+    return no_chunk;
+  }
+
+  // Gives back k chunks from x on: free and available again.
+  GPUALLOC_HD static void give(heap h, std::uint32_t x, std::uint64_t k) {
+    for (std::uint64_t i = 0; i < k; ++i)
+      h.store_desc(static_cast<std::uint32_t>(x + i), descriptor::make(descriptor::free, 0, 0));
+    h.free_chunks().insert_run(x, k);
+    unreserve(h, k);
+  }
+
+  // Gives back a queue chunk: free again, still reserved for its queue.
+  GPUALLOC_HD static void give_from_queue(heap h, std::uint32_t x) {
+    h.store_desc(x, descriptor::make(descriptor::free, 0, 0));
+    h.free_chunks().insert(x);
+  }
+};
+
+}  // namespace gpualloc::strategies::ouro

@@ -1,0 +1,432 @@
+// How an Ouroboros queue is stored (Winter et al., ICS 2020, sections 4 and
+// 5, Figure 2): the second of the strategy's two choices. Each policy maps a
+// queue position (64-bit, never wrapping; detail/index_queue.h) to a slot and
+// keeps the slots' memory:
+//
+//   static_queue  (S)   a ring of slots per page size in the arena, sized by
+//                       the plan: static, so a page size can have at most as
+//                       many pages (page queues) as its ring has slots
+//   array_queue   (VA)  slots on queue chunks taken from the pool; a small
+//                       ring of chunk pointers in the arena says which chunk
+//                       holds positions [k*spots, (k+1)*spots): its entry is
+//                       (k, chunk), so a reader can tell a stale one
+//   list_queue    (VL)  slots on queue chunks linked one to the next; the
+//                       queue keeps pointers to the chunk of its front, of its
+//                       back and to the oldest chunk not yet recycled, which
+//                       lags `lag` chunks behind the front (Algorithm 6)
+//
+// A queue chunk is nothing but slots (2048 page entries or 1024 chunk
+// entries); what the paper keeps in its header lives in per-chunk arrays
+// beside the descriptors: the count of takes (VA) or of puts and takes (VL,
+// the paper's countA / countB) and the link to the next chunk (VL). The
+// thread that puts at the first position of chunk k places chunk k+1 in
+// advance (and chunk 0 too, for position 0), so other threads rarely wait for
+// a chunk; the thread whose take completes a chunk recycles it (VA), or moves
+// the front along (VL; the oldest chunk is recycled once the front is more
+// than `lag` chunks ahead).
+//
+// Invariants
+//  Q1 Every position is put once and taken once; a take waits for its put.
+//  Q2 A queue chunk is recycled only after all its spots takes completed, so
+//     a thread holding a position (not yet put or taken) always finds that
+//     position's chunk alive: slot accesses never touch a recycled chunk.
+//  Q3 Only metadata is read on the way to a chunk: the pointer ring (VA), the
+//     descriptors and the links (VL), all outside the chunks. A VL traversal
+//     that started from a stale pointer may read a link of a chunk recycled
+//     under it; it checks the chunk's descriptor (queue, position) before and
+//     after and starts again from the queue's pointer if it changed. So the
+//     paper's lag is a speed heuristic here, not what keeps readers safe.
+//  Q4 Enqueues never wait for memory the program holds: queue chunks come
+//     out of reservations. A queue reserves ceil(slots / spots) + a few
+//     chunks (the partly used chunks at both ends, the one placed in advance,
+//     the lag), where `slots` counts every page (page queues) or two entries
+//     per chunk (chunk queues) that could ever be in it; the reservation is
+//     made when a data chunk is taken for the page size and returned with it.
+//     Only a slow thread holding a used-up chunk can push a queue past its
+//     reservation; a chunk taker then waits for memory that thread returns.
+//  VL pointers (front, back, old) are ordinal << 32 | chunk and move only by
+//     compare-and-swap, so an old value can never match again (no ABA).
+//     Moving front or back reads the next chunk's counts; the counts' updates
+//     and the pointer CASes are sequentially consistent, so that of a thread
+//     that fills chunk k+1 while chunk k is not yet full and the thread that
+//     fills chunk k, one sees the other and the pointer cannot stall.
+//
+// Memory ordering: slots as detail/index_queue.h. A new chunk's slots, its
+// counters and its descriptor are written before it is published with a
+// release (ring entry, link, list pointer), read after an acquire.
+#pragma once
+
+#include <cstdint>
+
+#include "gpualloc/detail/atomic.h"
+#include "gpualloc/detail/backoff.h"
+#include "gpualloc/detail/index_queue.h"
+#include "gpualloc/strategies/ouroboros/chunk_pool.h"
+#include "gpualloc/strategies/ouroboros/layout.h"
+
+namespace gpualloc::strategies::ouro {
+
+template <class Entry>
+inline constexpr std::uint64_t spots = chunk_bytes / sizeof(Entry);
+
+// A queue's `slots` reservation counter, with a limit (S) or backed by
+// reserved chunks (VA, VL).
+struct slot_reservations {
+  GPUALLOC_HD static detail::device_atomic<std::uint64_t> slots(heap h, unsigned c) {
+    return detail::device_atomic<std::uint64_t>(h.queue(c).slots);
+  }
+
+  GPUALLOC_HD static bool reserve_limited(heap h, unsigned c, std::uint64_t n) {
+    auto s = slots(h, c);
+    if (s.fetch_add(n, detail::relaxed) + n <= h.L.slot_limit[c]) return true;
+    s.fetch_sub(n, detail::relaxed);
+    return false;
+  }
+
+  GPUALLOC_HD static void release_limited(heap h, unsigned c, std::uint64_t n) {
+    slots(h, c).fetch_sub(n, detail::relaxed);
+  }
+
+  // Queue chunks that `s` slots need: ceil(s / per_chunk) + base, none while s = 0.
+  GPUALLOC_HD static std::uint64_t chunks_for(std::uint64_t s, std::uint64_t per_chunk, std::uint64_t base) {
+    return s == 0 ? 0 : (s + per_chunk - 1) / per_chunk + base;
+  }
+
+  // Compare-and-swap, so that each change of `slots` and the pool
+  // reservation it implies are computed from the same value. The first
+  // reservation adds one slot that is never released: a queue once used
+  // keeps its partly used chunk and the one placed in advance even when
+  // empty, so its base reservation stays too.
+  GPUALLOC_HD static bool reserve_backed(heap h, unsigned c, std::uint64_t n, std::uint64_t per_chunk,
+                                         std::uint64_t base) {
+    auto s = slots(h, c);
+    std::uint64_t v = s.load(detail::relaxed);
+    for (;;) {
+      const std::uint64_t to = v + n + (v == 0 ? 1 : 0);
+      const std::uint64_t more = chunks_for(to, per_chunk, base) - chunks_for(v, per_chunk, base);
+      if (more != 0 && !chunk_pool::reserve(h, more)) return false;
+      if (s.compare_exchange_weak(v, to, detail::relaxed, detail::relaxed)) return true;
+      if (more != 0) chunk_pool::unreserve(h, more);
+    }
+  }
+
+  GPUALLOC_HD static void release_backed(heap h, unsigned c, std::uint64_t n, std::uint64_t per_chunk,
+                                         std::uint64_t base) {
+    auto s = slots(h, c);
+    std::uint64_t v = s.load(detail::relaxed);
+    while (!s.compare_exchange_weak(v, v - n, detail::relaxed, detail::relaxed)) {
+    }
+    const std::uint64_t fewer = chunks_for(v, per_chunk, base) - chunks_for(v - n, per_chunk, base);
+    if (fewer != 0) chunk_pool::unreserve(h, fewer);
+  }
+};
+
+// Queue chunks for the virtualised queues.
+struct queue_chunk {
+  // Fills a chunk taken for queue c with empty slots and publishes its
+  // descriptor (queue c, ordinal k); the caller has set its counters.
+  template <class Entry>
+  GPUALLOC_HD static void publish(heap h, std::uint32_t x, unsigned c, std::uint64_t k) {
+    Entry* s = reinterpret_cast<Entry*>(h.chunk(x));
+    for (std::uint64_t i = 0; i < spots<Entry>; ++i) detail::index_slot<Entry>::clear(s[i]);
+    h.store_desc(x, descriptor::make(descriptor::queue, c, k));
+  }
+
+  template <class Entry>
+  GPUALLOC_HD static Entry& slot(heap h, std::uint32_t x, std::uint64_t pos) {
+    return reinterpret_cast<Entry*>(h.chunk(x))[pos % spots<Entry>];
+  }
+};
+
+struct static_queue {
+  // Ring entries for a queue that may ever hold `max_entries`: all of them,
+  // but about 1/256 of the arena at most (the nearest power of two), the S
+  // variants' price: a page size can have at most that many pages.
+  template <class Entry>
+  static std::uint64_t ring_entries(std::uint64_t max_entries, std::uint64_t arena_bytes) {
+    std::uint64_t cap = 64;
+    while (cap * sizeof(Entry) * 3 / 2 <= arena_bytes / 256) cap *= 2;
+    std::uint64_t n = 1;
+    while (n < max_entries && n < cap) n *= 2;
+    return n;
+  }
+  template <class Entry>
+  static constexpr std::uint64_t ring_entry_bytes = sizeof(Entry);
+  static constexpr std::uint64_t per_chunk_bytes = 0;
+  static constexpr bool limited = true;  // slot_limit[c] = the ring's size
+
+  template <class Entry>
+  GPUALLOC_HD static void init(heap h, std::uint64_t thread, std::uint64_t threads) {
+    for (unsigned c = 0; c < page_classes; ++c) {
+      Entry* ring = h.at<Entry>(h.L.ring[c]);
+      for (std::uint64_t i = thread; i <= h.L.ring_mask[c]; i += threads) detail::index_slot<Entry>::clear(ring[i]);
+    }
+  }
+
+  template <class Entry>
+  GPUALLOC_HD static bool reserve_slots(heap h, unsigned c, std::uint64_t n) {
+    return slot_reservations::reserve_limited(h, c, n);
+  }
+  template <class Entry>
+  GPUALLOC_HD static void release_slots(heap h, unsigned c, std::uint64_t n) {
+    slot_reservations::release_limited(h, c, n);
+  }
+
+  template <class Entry>
+  GPUALLOC_HD static void put(heap h, unsigned c, std::uint64_t pos, Entry e) {
+    detail::index_slot<Entry>::put(ring<Entry>(h, c).at(pos), e);
+  }
+  template <class Entry>
+  GPUALLOC_HD static Entry take(heap h, unsigned c, std::uint64_t pos) {
+    return detail::index_slot<Entry>::take(ring<Entry>(h, c).at(pos));
+  }
+
+ private:
+  template <class Entry>
+  GPUALLOC_HD static detail::index_ring<Entry> ring(heap h, unsigned c) {
+    return {h.at<Entry>(h.L.ring[c]), h.L.ring_mask[c]};
+  }
+};
+
+struct array_queue {
+  static constexpr std::uint64_t empty = ~std::uint64_t{0};  // a chunk-pointer ring entry with no chunk
+  static constexpr std::uint64_t spare_chunks = 3;           // both ends partly used, one placed in advance
+
+  // Chunk pointers for a queue that may ever hold `max_entries` (each names a chunk of spots entries).
+  template <class Entry>
+  static std::uint64_t ring_entries(std::uint64_t max_entries, std::uint64_t) {
+    std::uint64_t n = 8;
+    while (n < (max_entries + spots<Entry> - 1) / spots<Entry> + spare_chunks + 2) n *= 2;
+    return n;
+  }
+  template <class Entry>
+  static constexpr std::uint64_t ring_entry_bytes = sizeof(std::uint64_t);
+  static constexpr std::uint64_t per_chunk_bytes = sizeof(std::uint32_t);  // takes completed on a queue chunk
+  static constexpr bool limited = false;
+
+  template <class Entry>
+  GPUALLOC_HD static void init(heap h, std::uint64_t thread, std::uint64_t threads) {
+    for (unsigned c = 0; c < page_classes; ++c) {
+      std::uint64_t* ring = h.at<std::uint64_t>(h.L.ring[c]);
+      for (std::uint64_t i = thread; i <= h.L.ring_mask[c]; i += threads)
+        detail::device_atomic<std::uint64_t>(ring[i]).store(empty, detail::relaxed);
+    }
+  }
+
+  template <class Entry>
+  GPUALLOC_HD static bool reserve_slots(heap h, unsigned c, std::uint64_t n) {
+    return slot_reservations::reserve_backed(h, c, n, spots<Entry>, spare_chunks);
+  }
+  template <class Entry>
+  GPUALLOC_HD static void release_slots(heap h, unsigned c, std::uint64_t n) {
+    slot_reservations::release_backed(h, c, n, spots<Entry>, spare_chunks);
+  }
+
+  template <class Entry>
+  GPUALLOC_HD static void put(heap h, unsigned c, std::uint64_t pos, Entry e) {
+    const std::uint64_t k = pos / spots<Entry>;
+    if (pos % spots<Entry> == 0) {
+      if (k == 0) place<Entry>(h, c, 0);
+      place<Entry>(h, c, k + 1);
+    }
+    detail::index_slot<Entry>::put(queue_chunk::slot<Entry>(h, locate(h, c, k), pos), e);
+  }
+
+  template <class Entry>
+  GPUALLOC_HD static Entry take(heap h, unsigned c, std::uint64_t pos) {
+    const std::uint64_t k = pos / spots<Entry>;
+    const std::uint32_t x = locate(h, c, k);
+    const Entry e = detail::index_slot<Entry>::take(queue_chunk::slot<Entry>(h, x, pos));
+    if (detail::device_atomic<std::uint32_t>(taken(h, x)).fetch_add(1, detail::acq_rel) + 1 == spots<Entry>) {
+      detail::device_atomic<std::uint64_t>(pointer(h, c, k)).store(empty, detail::release);
+      chunk_pool::give_from_queue(h, x);
+    }
+    return e;
+  }
+
+ private:
+  GPUALLOC_HD static std::uint32_t& taken(heap h, std::uint32_t x) { return h.at<std::uint32_t>(h.L.storage)[x]; }
+  GPUALLOC_HD static std::uint64_t& pointer(heap h, unsigned c, std::uint64_t k) {
+    return h.at<std::uint64_t>(h.L.ring[c])[k & h.L.ring_mask[c]];
+  }
+  GPUALLOC_HD static std::uint64_t entry(std::uint64_t k, std::uint32_t x) { return (k & 0xffffffffu) << 32 | x; }
+
+  // The chunk of positions [k*spots, (k+1)*spots); waits until it is placed.
+  GPUALLOC_HD static std::uint32_t locate(heap h, unsigned c, std::uint64_t k) {
+    detail::device_atomic<std::uint64_t> p(pointer(h, c, k));
+    detail::backoff b;
+    for (;;) {
+      const std::uint64_t v = p.load(detail::acquire);
+      if (v != empty && v >> 32 == (k & 0xffffffffu)) return static_cast<std::uint32_t>(v);
+      b.pause();
+    }
+  }
+
+  // Takes a chunk for ordinal k and places it once the ring entry is free (chunk k - ring size recycled).
+  template <class Entry>
+  GPUALLOC_HD __attribute__((noinline)) static void place(heap h, unsigned c, std::uint64_t k) {
+    const std::uint32_t x = chunk_pool::take_for_queue(h);
+    detail::device_atomic<std::uint32_t>(taken(h, x)).store(0, detail::relaxed);
+    queue_chunk::publish<Entry>(h, x, c, k);
+    detail::device_atomic<std::uint64_t> p(pointer(h, c, k));
+    detail::backoff b;
+    for (std::uint64_t v = empty; !p.compare_exchange_weak(v, entry(k, x), detail::release, detail::relaxed); v = empty)
+      b.pause();
+  }
+};
+
+struct list_queue {
+  static constexpr std::uint64_t none = ~std::uint64_t{0};  // a list pointer before the queue's first chunk
+  static constexpr std::uint32_t lag = 1;                   // chunks kept behind the front before recycling
+  static constexpr std::uint64_t spare_chunks = 3 + lag;
+
+  template <class Entry>
+  static std::uint64_t ring_entries(std::uint64_t, std::uint64_t) {
+    return 0;
+  }
+  template <class Entry>
+  static constexpr std::uint64_t ring_entry_bytes = 0;
+  // Per chunk: puts << 32 | takes (u64), then the next chunk (u32).
+  static constexpr std::uint64_t per_chunk_bytes = sizeof(std::uint64_t) + sizeof(std::uint32_t);
+  static constexpr bool limited = false;
+
+  template <class Entry>
+  GPUALLOC_HD static void init(heap, std::uint64_t, std::uint64_t) {}
+
+  template <class Entry>
+  GPUALLOC_HD static bool reserve_slots(heap h, unsigned c, std::uint64_t n) {
+    return slot_reservations::reserve_backed(h, c, n, spots<Entry>, spare_chunks);
+  }
+  template <class Entry>
+  GPUALLOC_HD static void release_slots(heap h, unsigned c, std::uint64_t n) {
+    slot_reservations::release_backed(h, c, n, spots<Entry>, spare_chunks);
+  }
+
+  template <class Entry>
+  GPUALLOC_HD static void put(heap h, unsigned c, std::uint64_t pos, Entry e) {
+    queue_control& q = h.queue(c);
+    const std::uint64_t k = pos / spots<Entry>;
+    if (pos % spots<Entry> == 0) extend<Entry>(h, c, k);
+    const std::uint32_t x = locate(h, c, q.list_back, k);
+    detail::index_slot<Entry>::put(queue_chunk::slot<Entry>(h, x, pos), e);
+    const std::uint64_t n =
+        detail::device_atomic<std::uint64_t>(counts(h, x)).fetch_add(one_put, cuda::memory_order_seq_cst);
+    if ((n >> 32) + 1 == spots<Entry>) advance<Entry>(h, q.list_back, x, k, one_put);
+  }
+
+  template <class Entry>
+  GPUALLOC_HD static Entry take(heap h, unsigned c, std::uint64_t pos) {
+    queue_control& q = h.queue(c);
+    const std::uint64_t k = pos / spots<Entry>;
+    const std::uint32_t x = locate(h, c, q.list_front, k);
+    const Entry e = detail::index_slot<Entry>::take(queue_chunk::slot<Entry>(h, x, pos));
+    const std::uint64_t n =
+        detail::device_atomic<std::uint64_t>(counts(h, x)).fetch_add(one_take, cuda::memory_order_seq_cst);
+    if ((n & 0xffffffffu) + 1 == spots<Entry>) {
+      advance<Entry>(h, q.list_front, x, k, one_take);
+      recycle_old(h, q);
+    }
+    return e;
+  }
+
+ private:
+  static constexpr std::uint64_t one_put = std::uint64_t{1} << 32, one_take = 1;
+
+  GPUALLOC_HD static std::uint64_t& counts(heap h, std::uint32_t x) { return h.at<std::uint64_t>(h.L.storage)[x]; }
+  GPUALLOC_HD static std::uint32_t& next(heap h, std::uint32_t x) {
+    return h.at<std::uint32_t>(h.L.storage + h.L.chunks * sizeof(std::uint64_t))[x];
+  }
+  GPUALLOC_HD static std::uint64_t pointer(std::uint64_t k, std::uint32_t x) { return (k & 0xffffffffu) << 32 | x; }
+
+  template <class Entry>
+  GPUALLOC_HD __attribute__((noinline)) static std::uint32_t make(heap h, unsigned c, std::uint64_t k) {
+    const std::uint32_t x = chunk_pool::take_for_queue(h);
+    detail::device_atomic<std::uint64_t>(counts(h, x)).store(0, detail::relaxed);
+    detail::device_atomic<std::uint32_t>(next(h, x)).store(no_chunk, detail::relaxed);
+    queue_chunk::publish<Entry>(h, x, c, k);
+    return x;
+  }
+
+  // The put at chunk k's first position: links chunk k + 1 in advance (and
+  // makes chunk 0 first, for position 0).
+  template <class Entry>
+  GPUALLOC_HD static void extend(heap h, unsigned c, std::uint64_t k) {
+    queue_control& q = h.queue(c);
+    if (k == 0) {
+      const std::uint64_t p = pointer(0, make<Entry>(h, c, 0));
+      for (std::uint64_t* ptr : {&q.list_old, &q.list_back, &q.list_front})
+        detail::device_atomic<std::uint64_t>(*ptr).store(p, detail::release);
+    }
+    const std::uint32_t x = locate(h, c, q.list_back, k);
+    detail::device_atomic<std::uint32_t>(next(h, x)).store(make<Entry>(h, c, k + 1), detail::release);
+  }
+
+  // The chunk of ordinal k, found from list pointer `from` by following links (Q3).
+  GPUALLOC_HD __attribute__((noinline)) static std::uint32_t locate(heap h, unsigned c, std::uint64_t& from,
+                                                                    std::uint64_t k) {
+    detail::device_atomic<std::uint64_t> start(from);
+    detail::backoff b;
+    std::uint64_t p = start.load(detail::acquire);
+    for (;;) {
+      if (p == none) {
+        b.pause();
+        p = start.load(detail::acquire);
+        continue;
+      }
+      const auto x = static_cast<std::uint32_t>(p);
+      const std::uint64_t d = h.load_desc(x);
+      const std::uint64_t o = descriptor::payload(d);
+      if (descriptor::kind(d) != descriptor::queue || descriptor::sub(d) != c || o > k) {
+        b.pause();  // recycled under us: start again
+        p = start.load(detail::acquire);
+        continue;
+      }
+      if (o == k) return x;
+      const std::uint32_t nx = detail::device_atomic<std::uint32_t>(next(h, x)).load(detail::acquire);
+      if (h.load_desc(x) != d) {
+        p = start.load(detail::acquire);
+        continue;
+      }
+      if (nx == no_chunk) {
+        b.pause();  // chunk k - 1's first put has not linked the next one yet
+        continue;
+      }
+      p = pointer(o + 1, nx);
+    }
+  }
+
+  // Algorithm 6: chunk x (ordinal k) is done (every put, or every take):
+  // move the pointer from it to its successor, and on while those are done too.
+  template <class Entry>
+  GPUALLOC_HD __attribute__((noinline)) static void advance(heap h, std::uint64_t& ptr, std::uint32_t x,
+                                                            std::uint64_t k, std::uint64_t one) {
+    detail::device_atomic<std::uint64_t> p(ptr);
+    std::uint64_t cur = pointer(k, x);
+    for (;;) {
+      const std::uint32_t nx = detail::device_atomic<std::uint32_t>(next(h, x)).load(detail::acquire);
+      const std::uint64_t to = pointer(k + 1, nx);
+      if (!p.compare_exchange_strong(cur, to, cuda::memory_order_seq_cst, cuda::memory_order_seq_cst)) return;
+      const std::uint64_t n = detail::device_atomic<std::uint64_t>(counts(h, nx)).load(cuda::memory_order_seq_cst);
+      if ((one == one_put ? n >> 32 : n & 0xffffffffu) != spots<Entry>) return;
+      x = nx;
+      ++k;
+      cur = to;
+    }
+  }
+
+  // Recycles chunks from the oldest on while the front is more than `lag` chunks ahead.
+  GPUALLOC_HD __attribute__((noinline)) static void recycle_old(heap h, queue_control& q) {
+    detail::device_atomic<std::uint64_t> old(q.list_old);
+    for (;;) {
+      std::uint64_t o = old.load(detail::acquire);
+      const std::uint64_t f = detail::device_atomic<std::uint64_t>(q.list_front).load(detail::acquire);
+      if (static_cast<std::uint32_t>((f >> 32) - (o >> 32)) <= lag) return;
+      const auto x = static_cast<std::uint32_t>(o);
+      const std::uint32_t nx = detail::device_atomic<std::uint32_t>(next(h, x)).load(detail::acquire);
+      if (old.compare_exchange_strong(o, pointer((o >> 32) + 1, nx), detail::acq_rel, detail::relaxed))
+        chunk_pool::give_from_queue(h, x);
+    }
+  }
+};
+
+}  // namespace gpualloc::strategies::ouro

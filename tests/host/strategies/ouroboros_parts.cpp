@@ -1,0 +1,314 @@
+// Host tests of the building blocks Ouroboros added to detail/, and of its
+// layouts; with --report, its utilisation and stranding figures.
+//
+//  semaphore   threads wait on one bulk semaphore (detail/bulk_semaphore.h)
+//              for 1-4 resources, fetch bulks of 8 from a finite supply when
+//              it tells them to, hold and signal them back: no grant beyond
+//              what was fetched, every wait returns, and with a supply too
+//              small for them waits return fewer (never hang)
+//  index slots threads enqueue and dequeue through a ring of slots
+//              (detail/index_queue.h) gated by a fill count: every index
+//              comes out exactly once
+//  bit field   threads claim pages from one bit-field (detail/bit_field.h)
+//              after reserving them from a count, and set them back: no page
+//              held twice, all pages free at the end
+//  layout      plans of the six variants for arenas of 1 KiB .. 80 GiB: the
+//              tables in order inside the arena, the chunks after them
+//  sizes       every request size of 16 B .. 8 KiB gets a page that holds it,
+//              at most twice its size (at most 1.5 times above 256 B), and
+//              the pages of a size fill their chunk
+//  report      (--report) per variant, on a 64 MiB heap: the share handed
+//              out in 16 B blocks until the first NULL, and stranding: all
+//              of one size until NULL, free everything, then another size
+//
+// Usage: gpualloc-ouroboros-parts [--report]
+#include <algorithm>
+#include <atomic>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <random>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "gpualloc/allocate.h"
+#include "gpualloc/detail/bit_field.h"
+#include "gpualloc/detail/bulk_semaphore.h"
+#include "gpualloc/detail/index_queue.h"
+#include "gpualloc/dispatch.h"
+
+namespace {
+
+std::atomic<int> failures{0};
+
+#define FAIL(...)                      \
+  do {                                 \
+    std::fprintf(stderr, "FAILED: ");  \
+    std::fprintf(stderr, __VA_ARGS__); \
+    std::fprintf(stderr, "\n");        \
+    failures.fetch_add(1);             \
+  } while (0)
+
+constexpr int threads = 8;
+
+// `supply`: the bulks the "pool" can give (when the threads want more, waits come back short).
+void test_semaphore(std::int64_t supply) {
+  constexpr std::uint32_t per_bulk = 8;
+  gpualloc::detail::bulk_semaphore sem{};
+  std::atomic<std::int64_t> bulks_left{supply}, fetched{0}, in_use{0};
+  std::atomic<std::uint64_t> short_grants{0};
+  auto refill = [&](std::uint64_t k) {
+    std::uint64_t got = 0;
+    for (; got < k; ++got) {
+      if (bulks_left.fetch_sub(1) <= 0) {
+        bulks_left.fetch_add(1);
+        break;
+      }
+      fetched.fetch_add(per_bulk);  // before the resources become grantable
+      sem.signal_expected(per_bulk);
+    }
+    return got;
+  };
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      std::mt19937 r(t);
+      std::vector<std::uint32_t> held;
+      for (int i = 0; i < 20000; ++i) {
+        const std::uint32_t n = 1 + r() % 4;
+        const std::uint32_t got = sem.try_wait(n) ? n : sem.wait(n, per_bulk, refill);
+        if (got < n) short_grants.fetch_add(1);
+        if (got > 0) {
+          if (in_use.fetch_add(got) + got > fetched.load())
+            FAIL("semaphore: %lld resources in use, only %lld fetched", (long long)(in_use.load()),
+                 (long long)fetched.load());
+          held.push_back(got);
+        }
+        if (held.size() > 40 || (r() % 3 == 0 && !held.empty())) {  // give some back
+          in_use.fetch_sub(held.back());
+          sem.signal(held.back());
+          held.pop_back();
+        }
+      }
+      for (std::uint32_t got : held) {
+        in_use.fetch_sub(got);
+        sem.signal(got);
+      }
+    });
+  for (auto& t : ts) t.join();
+  const std::int64_t left = sem.available();
+  if (left != fetched.load())
+    FAIL("semaphore: %lld available at the end, %lld fetched", (long long)left, (long long)fetched.load());
+  std::printf("  semaphore: %d threads x 20000 waits, %lld bulks of %u fetched (supply %lld), %" PRIu64
+              " short grants\n",
+              threads, (long long)fetched.load() / per_bulk, per_bulk, (long long)supply, short_grants.load());
+}
+
+void test_index_slots() {
+  using slot = gpualloc::detail::index_slot<std::uint32_t>;
+  constexpr std::uint64_t capacity = 256, per_thread = 50000;
+  std::vector<std::uint32_t> slots(capacity);
+  for (auto& s : slots) slot::clear(s);
+  const gpualloc::detail::index_ring<std::uint32_t> ring{slots.data(), capacity - 1};
+  gpualloc::detail::queue_ends ends{};
+  gpualloc::detail::fill_count fill{};
+  std::atomic<std::int64_t> room{static_cast<std::int64_t>(capacity)};  // the producers' own gate: never overfill
+  std::vector<std::atomic<std::uint8_t>> seen(threads / 2 * per_thread);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      if (t % 2 == 0) {  // producer
+        for (std::uint64_t i = 0; i < per_thread; ++i) {
+          while (room.fetch_sub(1) <= 0) {
+            room.fetch_add(1);
+            std::this_thread::yield();
+          }
+          fill.add(1);
+          slot::put(ring.at(ends.reserve_back(1)), static_cast<std::uint32_t>(t / 2 * per_thread + i));
+        }
+      } else {  // consumer
+        for (std::uint64_t i = 0; i < per_thread; ++i) {
+          while (!fill.try_take(1)) std::this_thread::yield();
+          const std::uint32_t v = slot::take(ring.at(ends.reserve_front(1)));
+          room.fetch_add(1);
+          if (v >= seen.size() || seen[v].fetch_add(1) != 0) FAIL("index slots: index %u taken twice or invented", v);
+        }
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (std::size_t v = 0; v < seen.size(); ++v)
+    if (seen[v].load() != 1) {
+      FAIL("index slots: index %zu came out %u times", v, (unsigned)seen[v].load());
+      break;
+    }
+  std::printf("  index slots: %d producers and %d consumers, %zu indices through a ring of %" PRIu64 "\n", threads / 2,
+              threads / 2, seen.size(), capacity);
+}
+
+void test_bit_field() {
+  constexpr std::uint32_t pages = 512, words = pages / 64;
+  std::uint64_t bits[words];
+  for (auto& w : bits) w = ~std::uint64_t{0};
+  const gpualloc::detail::bit_field field{bits};
+  std::atomic<std::int64_t> count{pages};
+  std::vector<std::atomic<std::uint8_t>> held(pages);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      std::mt19937 r(t);
+      std::vector<std::uint32_t> mine;
+      for (int i = 0; i < 20000; ++i) {
+        const std::uint32_t want = 1 + r() % 40;
+        if (count.fetch_sub(want) >= want) {  // reserved: the bits are there to find
+          std::uint32_t left = want;
+          for (std::uint32_t w = r() % words; left != 0; w = (w + 1) % words) {
+            std::uint64_t m = field.claim(w, left);
+            left -= gpualloc::detail::popcount(m);
+            for (; m != 0; m &= m - 1) {
+              const std::uint32_t page = w * 64 + gpualloc::detail::lowest_bit(m);
+              if (held[page].exchange(1) != 0) FAIL("bit field: page %u claimed twice", page);
+              mine.push_back(page);
+            }
+          }
+        } else {
+          count.fetch_add(want);
+        }
+        while (mine.size() > 20 || (!mine.empty() && r() % 2)) {
+          held[mine.back()].store(0);
+          field.set(mine.back());
+          mine.pop_back();
+          count.fetch_add(1);
+        }
+      }
+      for (std::uint32_t page : mine) {
+        held[page].store(0);
+        field.set(page);
+        count.fetch_add(1);
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (std::uint64_t w : bits)
+    if (w != ~std::uint64_t{0}) FAIL("bit field: a page is missing at the end");
+  if (gpualloc::detail::nth_set_bit(0x8000000100000001ull, 2) != 63 ||
+      gpualloc::detail::lowest_set_bits(0xf0f0, 5) != 0x10f0)
+    FAIL("bit field: nth_set_bit / lowest_set_bits");
+  std::printf("  bit field: %d threads x 20000 claims of 1-40 pages from %u\n", threads, pages);
+}
+
+template <class S>
+void check_layout(const char* name, std::uint64_t arena_bytes) {
+  namespace ouro = gpualloc::strategies::ouro;
+  typename S::state s{};
+  S::plan(s, gpualloc::arena{nullptr, arena_bytes}, gpualloc::device_facts{});
+  const ouro::layout& L = s.L;
+  if (L.chunks == 0) return;  // serves nothing, touches nothing
+  const std::uint64_t tables[] = {L.controls, L.tree, L.desc, L.content, L.storage, L.large};
+  for (std::size_t i = 1; i < std::size(tables); ++i)
+    if (tables[i] < tables[i - 1]) FAIL("layout %s, %" PRIu64 " B: tables out of order", name, arena_bytes);
+  for (unsigned c = 0; c < ouro::page_classes; ++c)
+    if (L.ring[c] < L.large || L.ring[c] > L.chunk_base)
+      FAIL("layout %s, %" PRIu64 " B: ring %u misplaced", name, arena_bytes, c);
+  if (L.chunk_base % 4096 != 0 || L.chunk_base + std::uint64_t{L.chunks} * ouro::chunk_bytes > arena_bytes)
+    FAIL("layout %s, %" PRIu64 " B: chunks outside the arena", name, arena_bytes);
+  if (L.chunks > ouro::max_chunks) FAIL("layout %s: %u chunks", name, L.chunks);
+}
+
+void test_layouts() {
+  using namespace gpualloc::strategies;
+  int plans = 0;
+  for (std::uint64_t bytes = 1024; bytes <= (std::uint64_t{80} << 30); bytes = bytes * 3 / 2 + 4096) {
+    check_layout<ouroboros_p_s>("p-s", bytes);
+    check_layout<ouroboros_p_va>("p-va", bytes);
+    check_layout<ouroboros_p_vl>("p-vl", bytes);
+    check_layout<ouroboros_c_s>("c-s", bytes);
+    check_layout<ouroboros_c_va>("c-va", bytes);
+    check_layout<ouroboros_c_vl>("c-vl", bytes);
+    plans += 6;
+  }
+  std::printf("  layout: %d plans, 1 KiB .. 80 GiB\n", plans);
+}
+
+void test_sizes() {
+  namespace ouro = gpualloc::strategies::ouro;
+  for (std::uint64_t b = 16; b <= ouro::chunk_bytes; b += 16) {
+    const unsigned c = ouro::class_of(b);
+    const std::uint64_t page = ouro::page_bytes(c);
+    if (c >= ouro::page_classes || page < b || page > 2 * b || (b > 256 && page * 2 > b * 3))
+      FAIL("sizes: %" PRIu64 " B gets size %u, a page of %" PRIu64 " B", b, c, page);
+    if (std::uint64_t{ouro::pages_per_chunk(c)} * page != ouro::span_of(c) * ouro::chunk_bytes)
+      FAIL("sizes: the pages of size %u do not fill their chunk", c);
+  }
+  std::printf("  sizes: 16 B .. 8 KiB\n");
+}
+
+// --report: one heap per measurement, filled by one thread.
+struct heap {
+  std::byte* memory;
+  gpualloc::heap_header* h;
+  heap(gpualloc::strategy_id id, std::uint64_t bytes) {
+    memory = static_cast<std::byte*>(std::aligned_alloc(gpualloc::arena_alignment, bytes));
+    h = new (memory) gpualloc::heap_header{};
+    h->strategy = static_cast<std::uint32_t>(id);
+    h->heap_bytes = bytes;
+    h->space = gpualloc::arena_after_header(h, bytes);
+    gpualloc::plan_strategy(h, gpualloc::device_facts{gpualloc::detail::host_sm_count});
+    gpualloc::init_strategy(h, 0, 0, 1);
+  }
+  ~heap() { std::free(memory); }
+  std::vector<void*> fill(std::uint64_t size) {
+    std::vector<void*> got;
+    for (void* p; (p = gpualloc::heap_malloc(h, size)) != nullptr;) got.push_back(p);
+    return got;
+  }
+  void release(std::vector<void*>& blocks) {
+    std::shuffle(blocks.begin(), blocks.end(), std::mt19937(3));
+    for (void* p : blocks) gpualloc::heap_free(h, p);
+    blocks.clear();
+  }
+  double share(std::size_t n, std::uint64_t size) const { return 100.0 * n * size / h->space.bytes; }
+};
+
+void report() {
+  const std::uint64_t bytes = std::uint64_t{64} << 20;
+  std::printf("report: 64 MiB heaps; A -> B: all of size A until NULL, free all (shuffled), then size B until NULL\n");
+  for (const gpualloc::strategy_info& s : gpualloc::strategy_table) {
+    if (s.name.substr(0, 10) != "ouroboros-") continue;
+    heap first(s.id, bytes);
+    std::printf("  %-15.*s 16 B until NULL: %5.1f%% |", (int)s.name.size(), s.name.data(),
+                first.share(first.fill(16).size(), 16));
+    const std::uint64_t pairs[][2] = {{16, 4096}, {4096, 64}, {64, 9000}, {1024, 256}};
+    for (const auto& pair : pairs) {
+      heap x(s.id, bytes);
+      std::vector<void*> a = x.fill(pair[0]);
+      const double before = x.share(a.size(), pair[0]);
+      x.release(a);
+      std::printf(" %" PRIu64 "->%" PRIu64 ": %.1f%%->%.1f%%", pair[0], pair[1], before,
+                  x.share(x.fill(pair[1]).size(), pair[1]));
+    }
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (argc > 1 && std::string_view(argv[1]) == "--report") {
+    report();
+    return 0;
+  }
+  std::printf("ouroboros parts\n");
+  test_semaphore(60);
+  test_semaphore(12);
+  test_index_slots();
+  test_bit_field();
+  test_layouts();
+  test_sizes();
+  std::printf("%s\n", failures.load() == 0 ? "ok" : "FAILED");
+  return failures.load() == 0 ? 0 : 1;
+}
