@@ -10,7 +10,7 @@
 //              in a band; every block's pattern is verified when it is freed
 //              and at the end, the blocks still live at the end are disjoint.
 //              Band "below the promise": 80-95% of the bytes the strategy
-//              promises to fill (registry: utilisation_percent), where every
+//              promises to keep serving under churn (registry: churn_percent), where every
 //              NULL is a failure (the heap had room it promised); band "past
 //              the promise": 80-95% of the heap, where NULLs are allowed
 //              (counted) but nothing may be lost or overwritten.
@@ -419,10 +419,12 @@ int main() {
   // 0 promises "never NULL": then no NULL is explained by a full heap.
   const double promise = strategy.utilisation_percent ? strategy.utilisation_percent / 100.0 : 1.0;
   const std::uint64_t promised = (std::uint64_t)(promise * heap_bytes);
+  const double churn_promise = strategy.churn_percent / 100.0;
+  const std::uint64_t churn_promised = (std::uint64_t)(churn_promise * heap_bytes);
 
   if (strategy.reuse == gpualloc::reuse_policy::full) {
-    churn_band("below the promise", promised, heap_bytes, promised, is_cuda);
-    if (promise < 0.95) churn_band("past the promise", heap_bytes, heap_bytes, promised, is_cuda);
+    churn_band("below the promise", churn_promised, heap_bytes, churn_promised, is_cuda);
+    if (churn_promise < 0.95) churn_band("past the promise", heap_bytes, heap_bytes, churn_promised, is_cuda);
   }
 
   // Exhaustion: enough requests for twice the heap, in blocks of 1 KiB to 1 MiB.

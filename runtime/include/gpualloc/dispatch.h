@@ -27,7 +27,7 @@ struct strategy_tag {
 template <class Fn>
 GPUALLOC_INLINE decltype(auto) visit_strategy(strategy_id id, Fn&& fn) {
   switch (id) {
-#define GPUALLOC_CASE(id, type, name, reuse, largest, utilisation, summary) \
+#define GPUALLOC_CASE(id, type, name, reuse, largest, utilisation, churn, summary) \
   case strategy_id::id:                                                    \
     return std::forward<Fn>(fn)(strategy_tag<strategies::type>{});
     GPUALLOC_STRATEGIES(GPUALLOC_CASE)

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <string_view>
 
-// X(id, type, name, reuse, largest, utilisation, summary)
+// X(id, type, name, reuse, largest, utilisation, churn, summary)
 //   id          enumerator in gpualloc::strategy_id
 //   type        class in gpualloc::strategies implementing the strategy
 //               concept (strategy.h)
@@ -25,41 +25,46 @@
 //               of 1 KiB to 1 MiB before its first NULL (the conformance
 //               suite's exhaustion phase checks it; 0 for a strategy that
 //               never says NULL)
+//   churn       the percentage of the heap it promises to keep serving under
+//               churn: threads freeing and allocating 1 KiB - 1 MiB blocks at
+//               random while that many bytes stay live (the conformance
+//               suite's churn phase checks it; a strategy that never reuses
+//               memory is not asked)
 //   summary     one line for --list and the README
 #define GPUALLOC_STRATEGIES(X)                                                              \
-  X(cuda, cuda_builtin, "cuda", full, "CUDA's heap limit", 50,                                  \
+  X(cuda, cuda_builtin, "cuda", full, "CUDA's heap limit", 50, 50,                              \
     "CUDA's built-in device malloc/free, passed through (heap size set from GPUALLOC_HEAP_SIZE)") \
-  X(atomic, atomic_bump, "atomic", none, "the heap", 95,                                        \
+  X(atomic, atomic_bump, "atomic", none, "the heap", 95, 0,                                     \
     "AtomicMalloc (Vinkler & Havran 2015): one atomicAdd per request (one per warp when coalesced); free is a no-op") \
-  X(atomic_wrap, atomic_wrap, "atomic-wrap", unsafe, "the heap", 0,                            \
+  X(atomic_wrap, atomic_wrap, "atomic-wrap", unsafe, "the heap", 0, 0,                         \
     "AWMalloc (Vinkler & Havran 2015): a bump pointer that wraps to the heap's start; NOT SAFE: reuses memory still in use") \
-  X(cmalloc, circular_malloc, "cmalloc", full, "the largest pre-split chunk, ~heap/(depth+1)", 60, \
+  X(cmalloc, circular_malloc, "cmalloc", full, "the largest pre-split chunk, ~heap/(depth+1)", 60, 60, \
     "CMalloc (Vinkler & Havran 2015): first fit on a circular chunk list pre-split as a binary heap, split/merge") \
-  X(cfmalloc, circular_fused_malloc, "cfmalloc", full, "the largest pre-split chunk, ~heap/(depth+1)", 60, \
+  X(cfmalloc, circular_fused_malloc, "cfmalloc", full, "the largest pre-split chunk, ~heap/(depth+1)", 60, 60, \
     "CFMalloc (Vinkler & Havran 2015): CMalloc with the used flag fused into the next offset (one word per header)") \
-  X(cmmalloc, circular_multi_malloc, "cmmalloc", full, "the largest pre-split chunk of one SM's part, ~heap/(#SM*(depth+1))", 80, \
+  X(cmmalloc, circular_multi_malloc, "cmmalloc", full, "the largest pre-split chunk of one SM's part, ~heap/(#SM*(depth+1))", 80, 80, \
     "CMMalloc (Vinkler & Havran 2015): CMalloc with one start offset and one pre-split heap per SM") \
-  X(cfmmalloc, circular_fused_multi_malloc, "cfmmalloc", full, "the largest pre-split chunk of one SM's part, ~heap/(#SM*(depth+1))", 80, \
+  X(cfmmalloc, circular_fused_multi_malloc, "cfmmalloc", full, "the largest pre-split chunk of one SM's part, ~heap/(#SM*(depth+1))", 80, 80, \
     "CFMMalloc (Vinkler & Havran 2015): CFMalloc with one start offset and one pre-split heap per SM") \
-  X(gallatin, gallatin, "gallatin", full, "the heap less its tables, as a run of whole segments (heap/32 to heap/64, at most 16 MiB each)", 75, \
+  X(gallatin, gallatin, "gallatin", full, "the heap less its tables, as a run of whole segments (heap/32 to heap/64, at most 16 MiB each)", 75, 10, \
     "Gallatin (McCoy & Pandey 2024): segments in a 64-ary bit tree, blocks per size, 4096 slices per block, per-SM block buffers, one atomic per warp and size class") \
-  X(ouroboros_p_s, ouroboros_p_s, "ouroboros-p-s", full, "the heap less its tables (a run of 1 KiB units)", 80, \
+  X(ouroboros_p_s, ouroboros_p_s, "ouroboros-p-s", full, "the heap less its tables (a run of 1 KiB units)", 80, 80, \
     "Ouroboros-P-S (Winter et al. 2020): 8 KiB chunks of pages in 15 sizes, static queues of free pages, bulk semaphore; a size holds at most its queue's length") \
-  X(ouroboros_p_va, ouroboros_p_va, "ouroboros-p-va", full, "the heap less its tables (a run of 1 KiB units)", 80, \
+  X(ouroboros_p_va, ouroboros_p_va, "ouroboros-p-va", full, "the heap less its tables (a run of 1 KiB units)", 80, 80, \
     "Ouroboros-P-VA (Winter et al. 2020): queues of free pages virtualised on queue chunks behind a small pointer array") \
-  X(ouroboros_p_vl, ouroboros_p_vl, "ouroboros-p-vl", full, "the heap less its tables (a run of 1 KiB units)", 80, \
+  X(ouroboros_p_vl, ouroboros_p_vl, "ouroboros-p-vl", full, "the heap less its tables (a run of 1 KiB units)", 80, 80, \
     "Ouroboros-P-VL (Winter et al. 2020): queues of free pages as linked queue chunks, front/back/old pointers, lagged reclamation") \
-  X(ouroboros_c_s, ouroboros_c_s, "ouroboros-c-s", full, "the heap less its tables (a run of 1 KiB units)", 80, \
+  X(ouroboros_c_s, ouroboros_c_s, "ouroboros-c-s", full, "the heap less its tables (a run of 1 KiB units)", 80, 80, \
     "Ouroboros-C-S (Winter et al. 2020): static queues of chunks with free pages, a bit-field per chunk, free chunks back to the pool") \
-  X(ouroboros_c_va, ouroboros_c_va, "ouroboros-c-va", full, "the heap less its tables (a run of 1 KiB units)", 80, \
+  X(ouroboros_c_va, ouroboros_c_va, "ouroboros-c-va", full, "the heap less its tables (a run of 1 KiB units)", 80, 80, \
     "Ouroboros-C-VA (Winter et al. 2020): queues of chunks with free pages virtualised on queue chunks behind a small pointer array") \
-  X(ouroboros_c_vl, ouroboros_c_vl, "ouroboros-c-vl", full, "the heap less its tables (a run of 1 KiB units)", 80, \
+  X(ouroboros_c_vl, ouroboros_c_vl, "ouroboros-c-vl", full, "the heap less its tables (a run of 1 KiB units)", 80, 80, \
     "Ouroboros-C-VL (Winter et al. 2020): queues of chunks with free pages as linked queue chunks, lagged reclamation")
 
 namespace gpualloc {
 
 enum class strategy_id : std::uint32_t {
-#define GPUALLOC_ENUMERATOR(id, type, name, reuse, largest, utilisation, summary) id,
+#define GPUALLOC_ENUMERATOR(id, type, name, reuse, largest, utilisation, churn, summary) id,
   GPUALLOC_STRATEGIES(GPUALLOC_ENUMERATOR)
 #undef GPUALLOC_ENUMERATOR
 };
@@ -77,12 +82,13 @@ struct strategy_info {
   reuse_policy reuse;
   std::string_view largest_request;
   std::uint32_t utilisation_percent;  // of the heap, in 1 KiB - 1 MiB blocks, before the first NULL
+  std::uint32_t churn_percent;        // of the heap kept live under churn without a NULL
   std::string_view summary;
 };
 
 inline constexpr strategy_info strategy_table[] = {
-#define GPUALLOC_INFO(id, type, name, reuse, largest, utilisation, summary) \
-  {strategy_id::id, name, reuse_policy::reuse, largest, utilisation, summary},
+#define GPUALLOC_INFO(id, type, name, reuse, largest, utilisation, churn, summary) \
+  {strategy_id::id, name, reuse_policy::reuse, largest, utilisation, churn, summary},
     GPUALLOC_STRATEGIES(GPUALLOC_INFO)
 #undef GPUALLOC_INFO
 };
