@@ -35,9 +35,10 @@ endforeach()
 
 # Oldest GPU the runtime is built for; CUDA 13 supports sm_75 and newer.
 set(GPUALLOC_RUNTIME_ARCH "sm_75" CACHE STRING "GPU architecture the runtime bitcode is compiled for (the pass retargets it)")
+string(REGEX REPLACE "^sm_" "" GPUALLOC_RUNTIME_ARCH_NUMBER "${GPUALLOC_RUNTIME_ARCH}")
 # Architecture used when a gpualloc-clang++ command names none, and by the tests.
 set(GPUALLOC_DEFAULT_ARCH "sm_90" CACHE STRING "Default --offload-arch of gpualloc-clang++")
 # Architectures of libgpualloc's own init kernels (nvcc -gencode list, SASS and PTX).
-set(GPUALLOC_INIT_KERNEL_ARCHS "75;80;90" CACHE STRING "Compute capabilities of libgpualloc's init kernels")
+set(GPUALLOC_INIT_KERNEL_ARCHS "75;80;90" CACHE STRING "Compute capabilities of libgpualloc's init kernel (SASS; PTX for newer GPUs)")
 
 message(STATUS "gpualloc: clang++ ${GPUALLOC_CLANGXX}, LLVM ${LLVM_PACKAGE_VERSION}, CUDA ${CUDAToolkit_VERSION} at ${GPUALLOC_CUDA_PATH}")

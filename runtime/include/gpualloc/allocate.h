@@ -1,5 +1,6 @@
-// The allocation front end shared by every strategy: size rounding, the
-// optional tracking header, statistics, checked mode, aligned requests.
+// The allocation front end shared by every strategy: size rounding, warp
+// coalescing, the optional tracking header, statistics, checked mode,
+// aligned requests.
 //
 // Contract (as CUDA's device malloc, and the README's):
 //  - every pointer is 16-byte aligned; heap_malloc_aligned honours larger powers of two;
@@ -7,12 +8,16 @@
 //  - malloc(0) returns a unique pointer to a 16-byte block, to be freed as usual;
 //  - free(NULL) is a no-op.
 //
+// Coalescing: the lanes of a warp that call together form one lane_group,
+// so a strategy can serve them with one atomic. The call site chooses how
+// (`coalescing`): by size (lanes may ask for different sizes), same size
+// (the compiler proved the size warp-uniform), or none; the heap flag
+// heap_flag_no_coalesce (GPUALLOC_COALESCE=0) turns it off at run time.
+// The group is formed before anything else, while the lanes are together.
+//
 // Tracking header: with statistics or checked mode on, each block starts with
 // a 16-byte block_header (the requested size and a live/freed tag) in front
 // of the pointer the program sees. Both switches are fixed per heap at init.
-//
-// Lanes are coalesced here: the active lanes of a warp call the strategy as
-// one lane_group, so a strategy can serve a warp with one atomic.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +34,12 @@ namespace gpualloc {
 // Small enough that a warp's sum of them cannot overflow 64 bits.
 inline constexpr std::uint64_t impossible_request = std::uint64_t{1} << 56;
 
+enum class coalescing : std::uint8_t {
+  by_size,    // the active lanes together; they may ask for different sizes
+  same_size,  // the active lanes together, all asking for the same size
+  none,       // each lane alone
+};
+
 struct block_header {
   std::uint64_t requested;  // bytes the program asked for
   std::uint32_t tag;        // block_live or block_freed
@@ -43,6 +54,12 @@ namespace detail {
 
 GPUALLOC_INLINE bool tracks_blocks(const heap_header* h) {
   return (h->flags & (heap_flag_stats | heap_flag_checked)) != 0;
+}
+
+// The lanes that call the strategy together. Call before the lanes diverge.
+GPUALLOC_INLINE lane_group form_group(const heap_header* h, coalescing how) {
+  if (how == coalescing::none || (h->flags & heap_flag_no_coalesce)) return lane_group::single();
+  return how == coalescing::same_size ? lane_group::coalesced_same_size() : lane_group::coalesced();
 }
 
 // Adds `v` to a statistics counter. Per lane, not per group: the lanes of a
@@ -62,13 +79,22 @@ GPUALLOC_INLINE void report_bad_free(const char* what, const void* p) {
 #endif
 }
 
+// Whether `p` may be a block of this heap: in the arena (or anywhere, for a
+// strategy whose blocks live outside it) and 16-byte aligned.
+GPUALLOC_INLINE bool may_be_block(const heap_header* h, strategy_id strategy, const void* p) {
+  const bool aligned = reinterpret_cast<std::uintptr_t>(p) % min_alignment == 0;
+  const bool in_heap = !visit_strategy(strategy, [](auto tag) {
+    return strategy_traits<typename decltype(tag)::type>::manages_arena;
+  }) || h->space.contains(p);
+  return aligned && in_heap;
+}
+
 }  // namespace detail
 
-// `strategy` is the heap's own (h->strategy) unless the module was compiled
-// with its strategy pinned (gpualloc-clang++ --gpualloc-strategy), in which
-// case it is a compile-time constant and the dispatch folds away.
-GPUALLOC_INLINE void* heap_malloc(heap_header* h, std::uint64_t size, strategy_id strategy) {
-  const detail::lane_group group = detail::lane_group::coalesced();
+// `strategy` is a compile-time constant in every runtime build (one build per
+// strategy), so the dispatch folds away.
+GPUALLOC_INLINE void* heap_malloc(heap_header* h, std::uint64_t size, strategy_id strategy, coalescing how) {
+  const detail::lane_group group = detail::form_group(h, how);
   const bool tracked = detail::tracks_blocks(h);
   const std::uint64_t overhead = tracked ? sizeof(block_header) : 0;
   const std::uint64_t bytes =
@@ -95,77 +121,90 @@ GPUALLOC_INLINE void* heap_malloc(heap_header* h, std::uint64_t size, strategy_i
   return block != nullptr ? static_cast<std::byte*>(block) + sizeof(block_header) : nullptr;
 }
 
-GPUALLOC_INLINE void heap_free(heap_header* h, void* p, strategy_id strategy) {
+// In checked mode a free that is not valid (foreign pointer, double free) is
+// reported and skipped before the lanes form their group, so the strategy's
+// group holds only lanes that really call it.
+GPUALLOC_INLINE void heap_free(heap_header* h, void* p, strategy_id strategy, coalescing how) {
   if (p == nullptr) return;
-  const detail::lane_group group = detail::lane_group::coalesced();
-  const bool tracked = detail::tracks_blocks(h);
-  void* block = p;
-  std::uint64_t released = 0;
-  bool valid = true;
-
-  if (tracked) {
-    auto* header = reinterpret_cast<block_header*>(static_cast<std::byte*>(p) - sizeof(block_header));
-    block = header;
-    const bool checked = h->flags & heap_flag_checked;
-    // The cuda strategy's blocks live in CUDA's heap, outside our arena.
-    const bool in_heap = strategy == strategy_id::cuda || h->space.contains(header);
-    const bool aligned = reinterpret_cast<std::uintptr_t>(p) % min_alignment == 0;
-    if (checked && !(in_heap && aligned)) {
-      valid = false;
-      detail::report_bad_free("free of a pointer this heap never handed out", p);
-      detail::device_atomic<std::uint64_t>(h->counters.foreign_frees).fetch_add(1, detail::relaxed);
-    } else {
-      // acq_rel: the free happens after every write the owner made to the block.
-      std::uint32_t expected = block_live;
-      if (!detail::device_atomic<std::uint32_t>(header->tag).compare_exchange_strong(expected, block_freed, detail::acq_rel)) {
-        if (checked) {
-          valid = false;
-          bool twice = expected == block_freed;
-          detail::report_bad_free(twice ? "double free" : "free of a pointer this heap never handed out", p);
-          detail::device_atomic<std::uint64_t>(twice ? h->counters.double_frees : h->counters.foreign_frees)
-              .fetch_add(1, detail::relaxed);
-        }
-      }
-      released = header->requested;
-    }
-  }
-
-  if (valid) {
+  if (!detail::tracks_blocks(h)) {
+    const detail::lane_group group = detail::form_group(h, how);
     visit_strategy(strategy, [&](auto tag) {
       using S = typename decltype(tag)::type;
-      S::free(state_of<typename S::state>(h), h->space, block, group);
+      S::free(state_of<typename S::state>(h), h->space, p, group);
     });
+    return;
   }
-  if (!tracked) return;
-  detail::count(h->counters.frees, valid);
-  if ((h->flags & heap_flag_stats) && valid)
-    detail::device_atomic<std::uint64_t>(h->counters.bytes_in_use).fetch_sub(released, detail::relaxed);
+
+  auto* header = reinterpret_cast<block_header*>(static_cast<std::byte*>(p) - sizeof(block_header));
+  const bool checked = h->flags & heap_flag_checked;
+  if (checked && !detail::may_be_block(h, strategy, header)) {
+    detail::report_bad_free("free of a pointer this heap never handed out", p);
+    detail::count(h->counters.foreign_frees, 1);
+    return;
+  }
+  // acq_rel: the free happens after every write the owner made to the block.
+  std::uint32_t expected = block_live;
+  if (!detail::device_atomic<std::uint32_t>(header->tag).compare_exchange_strong(expected, block_freed, detail::acq_rel) &&
+      checked) {
+    const bool twice = expected == block_freed;
+    detail::report_bad_free(twice ? "double free" : "free of a pointer this heap never handed out", p);
+    detail::count(twice ? h->counters.double_frees : h->counters.foreign_frees, 1);
+    return;
+  }
+  const std::uint64_t released = header->requested;
+  const detail::lane_group group = detail::form_group(h, how);
+  visit_strategy(strategy, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    S::free(state_of<typename S::state>(h), h->space, header, group);
+  });
+  detail::count(h->counters.frees, 1);
+  if (h->flags & heap_flag_stats) detail::device_atomic<std::uint64_t>(h->counters.bytes_in_use).fetch_sub(released, detail::relaxed);
 }
 
 // Alignment above 16: over-allocate by `align` and store the distance back to
 // the block in the 8 bytes below the aligned pointer. Only heap_free_aligned
 // (aligned operator delete) may free such a pointer.
-GPUALLOC_INLINE void* heap_malloc_aligned(heap_header* h, std::uint64_t size, std::uint64_t align, strategy_id strategy) {
-  if (align <= min_alignment) return heap_malloc(h, size, strategy);
+GPUALLOC_INLINE void* heap_malloc_aligned(heap_header* h, std::uint64_t size, std::uint64_t align, strategy_id strategy,
+                                          coalescing how) {
+  if (align <= min_alignment) return heap_malloc(h, size, strategy, how);
   const bool valid_align = (align & (align - 1)) == 0 && align < impossible_request;
-  auto* block = static_cast<std::byte*>(
-      heap_malloc(h, valid_align && size < impossible_request ? size + align : impossible_request, strategy));
+  auto* block = static_cast<std::byte*>(heap_malloc(
+      h, valid_align && size < impossible_request ? size + align : impossible_request, strategy,
+      how == coalescing::none ? how : coalescing::by_size));
   if (block == nullptr) return nullptr;
   auto aligned = (reinterpret_cast<std::uintptr_t>(block) + min_alignment + align - 1) & ~(std::uintptr_t)(align - 1);
   reinterpret_cast<std::uint64_t*>(aligned)[-1] = aligned - reinterpret_cast<std::uintptr_t>(block);
   return reinterpret_cast<void*>(aligned);
 }
 
-GPUALLOC_INLINE void heap_free_aligned(heap_header* h, void* p, std::uint64_t align, strategy_id strategy) {
-  if (p == nullptr || align <= min_alignment) return heap_free(h, p, strategy);
-  std::uint64_t distance = static_cast<std::uint64_t*>(p)[-1];
-  heap_free(h, static_cast<std::byte*>(p) - distance, strategy);
+GPUALLOC_INLINE void heap_free_aligned(heap_header* h, void* p, std::uint64_t align, strategy_id strategy,
+                                       coalescing how) {
+  if (p == nullptr || align <= min_alignment) return heap_free(h, p, strategy, how);
+  // Checked mode reads the distance only from a pointer that may lie in the
+  // heap, and frees only a block it points back to.
+  const bool checked = h->flags & heap_flag_checked;
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  if (checked && (address % 8 != 0 || !detail::may_be_block(h, strategy, reinterpret_cast<void*>(address & ~std::uintptr_t{15})))) {
+    detail::report_bad_free("aligned delete of a pointer this heap never handed out", p);
+    detail::count(h->counters.foreign_frees, 1);
+    return;
+  }
+  const std::uint64_t distance = static_cast<std::uint64_t*>(p)[-1];
+  if (checked && (distance < min_alignment || distance > align + min_alignment || distance > address ||
+                  (address - distance) % min_alignment != 0)) {
+    detail::report_bad_free("aligned delete of a pointer this heap never handed out", p);
+    detail::count(h->counters.foreign_frees, 1);
+    return;
+  }
+  heap_free(h, static_cast<std::byte*>(p) - distance, strategy, how);
 }
 
-// The same, with the heap's own strategy (host tests, init-time code).
+// The same, with the heap's own strategy, coalesced by size (host tests, init-time code).
 GPUALLOC_INLINE void* heap_malloc(heap_header* h, std::uint64_t size) {
-  return heap_malloc(h, size, static_cast<strategy_id>(h->strategy));
+  return heap_malloc(h, size, static_cast<strategy_id>(h->strategy), coalescing::by_size);
 }
-GPUALLOC_INLINE void heap_free(heap_header* h, void* p) { heap_free(h, p, static_cast<strategy_id>(h->strategy)); }
+GPUALLOC_INLINE void heap_free(heap_header* h, void* p) {
+  heap_free(h, p, static_cast<strategy_id>(h->strategy), coalescing::by_size);
+}
 
 }  // namespace gpualloc

@@ -16,11 +16,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "gpualloc/abi.h"
 #include "gpualloc/config.h"
 
 namespace gpualloc {
 
-inline constexpr std::uint32_t heap_magic = 0x67706131u;  // "gpa1"
+// "gpa" and the ABI version digit (abi.h): a heap laid out by another
+// gpualloc version is refused on the device instead of misread.
+inline constexpr std::uint32_t heap_magic = 0x67706130u + abi::version;
 inline constexpr std::size_t min_alignment = 16;           // of every pointer handed out
 inline constexpr std::size_t arena_alignment = 4096;       // of the arena's start
 inline constexpr std::size_t strategy_state_bytes = 4096;  // room for a strategy's fixed state
@@ -28,6 +31,7 @@ inline constexpr std::size_t strategy_state_bytes = 4096;  // room for a strateg
 enum heap_flags : std::uint32_t {
   heap_flag_stats = 1u << 0,    // count allocations and bytes (GPUALLOC_STATS)
   heap_flag_checked = 1u << 1,  // detect double and foreign frees (GPUALLOC_CHECK)
+  heap_flag_no_coalesce = 1u << 2,  // every lane calls the strategy alone (GPUALLOC_COALESCE=0)
 };
 
 // Event counters, updated with relaxed device-scope atomics only when

@@ -1,0 +1,62 @@
+// The names and numbers that the compiler side (the pass, gpualloc-ptxas),
+// the device runtime and libgpualloc must agree on: one place, so a module
+// built by another gpualloc version is refused rather than misread.
+//
+// Plain C++ without CUDA or LLVM: every part of gpualloc includes it.
+//
+// What a device module carries:
+//  - user code: calls of the entry points below instead of malloc/free/new/delete;
+//  - unpinned (the strategy is chosen at run time): no runtime code, the
+//    entry points are resolved by trapping stubs, and the module's own PTX
+//    rides along in the global `ptx_blob` (gpualloc-ptxas puts it there).
+//    libgpualloc replaces the module at load time by that PTX joined with the
+//    chosen strategy's runtime PTX (specialise/);
+//  - pinned (gpualloc-clang++ --gpualloc-strategy=NAME): the strategy's runtime
+//    linked and inlined at compile time, and the marker global pin_prefix+NAME;
+//  - either way, once it can allocate: `heap_variable` (set by libgpualloc
+//    before the module's first launch in a context) and `abi_variable`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace gpualloc::abi {
+
+// Bumped whenever anything below, the entry points' signatures or the heap
+// header (heap.h) changes meaning.
+inline constexpr std::uint32_t version = 2;
+
+// The entry points (extern "C", device). `size`/`align` are u64, pointers generic.
+inline constexpr std::string_view malloc_entry = "__gpualloc_malloc";                  // ptr (size): lanes may ask for different sizes
+inline constexpr std::string_view malloc_same_size_entry = "__gpualloc_malloc_same_size";  // ptr (size): the size is warp-uniform
+inline constexpr std::string_view malloc_lane_entry = "__gpualloc_malloc_lane";        // ptr (size): no coalescing
+inline constexpr std::string_view free_entry = "__gpualloc_free";                      // void (ptr)
+inline constexpr std::string_view free_lane_entry = "__gpualloc_free_lane";            // void (ptr): no coalescing
+inline constexpr std::string_view malloc_aligned_entry = "__gpualloc_malloc_aligned";  // ptr (size, align)
+inline constexpr std::string_view malloc_aligned_lane_entry = "__gpualloc_malloc_aligned_lane";
+inline constexpr std::string_view free_aligned_entry = "__gpualloc_free_aligned";      // void (ptr, align)
+inline constexpr std::string_view free_aligned_lane_entry = "__gpualloc_free_aligned_lane";
+
+// Module globals.
+inline constexpr std::string_view heap_variable = "__gpualloc_heap";  // heap_header*, written by libgpualloc
+inline constexpr std::string_view abi_variable = "__gpualloc_abi";    // u32 = version, where runtime code is
+inline constexpr std::string_view pin_prefix = "__gpualloc_pin_";     // + pin_suffix(name): a pinned module
+inline constexpr std::string_view ptx_blob = "__gpualloc_ptx";        // bytes: an unpinned module's own PTX
+
+// The kernel of a strategy's runtime module that runs init phases:
+// __gpualloc_init(heap_header* heap, int phase).
+inline constexpr std::string_view init_kernel = "__gpualloc_init";
+
+// The prefix of every other symbol of a runtime module, so that it cannot
+// collide with a name of the user's module it is joined with.
+inline constexpr std::string_view runtime_private_prefix = "__gpualloc_rt.";
+
+// A strategy name as it may appear in a PTX identifier ("ouroboros-p-s" -> "ouroboros_p_s").
+inline std::string pin_symbol(std::string_view strategy_name) {
+  std::string s(pin_prefix);
+  for (char c : strategy_name) s += c == '-' ? '_' : c;
+  return s;
+}
+
+}  // namespace gpualloc::abi
