@@ -1,5 +1,9 @@
 #include "AllocationSymbols.h"
 
+#include "gpualloc/abi.h"
+#include "llvm/IR/DerivedTypes.h"
+#include "llvm/Support/ErrorHandling.h"
+
 namespace gpualloc {
 namespace {
 
@@ -69,13 +73,50 @@ llvm::ArrayRef<AllocationSymbol> allocationSymbols() { return Symbols; }
 llvm::ArrayRef<UnsupportedSymbol> unsupportedSymbols() { return Unsupported; }
 
 llvm::StringRef entryPointName(EntryPoint Entry) {
+  namespace abi = gpualloc::abi;
+  auto Ref = [](std::string_view Name) { return llvm::StringRef(Name.data(), Name.size()); };
   switch (Entry) {
-    case E::Malloc: return "__gpualloc_malloc";
-    case E::Free: return "__gpualloc_free";
-    case E::MallocAligned: return "__gpualloc_malloc_aligned";
-    case E::FreeAligned: return "__gpualloc_free_aligned";
+    case E::Malloc: return Ref(abi::malloc_entry);
+    case E::MallocSameSize: return Ref(abi::malloc_same_size_entry);
+    case E::MallocLane: return Ref(abi::malloc_lane_entry);
+    case E::Free: return Ref(abi::free_entry);
+    case E::FreeLane: return Ref(abi::free_lane_entry);
+    case E::MallocAligned: return Ref(abi::malloc_aligned_entry);
+    case E::MallocAlignedLane: return Ref(abi::malloc_aligned_lane_entry);
+    case E::FreeAligned: return Ref(abi::free_aligned_entry);
+    case E::FreeAlignedLane: return Ref(abi::free_aligned_lane_entry);
   }
   return "";
+}
+
+llvm::FunctionType* entryPointType(llvm::LLVMContext& Ctx, EntryPoint Entry) {
+  using namespace llvm;
+  Type* Ptr = PointerType::getUnqual(Ctx);
+  Type* I64 = Type::getInt64Ty(Ctx);
+  Type* Void = Type::getVoidTy(Ctx);
+  switch (Entry) {
+    case E::Malloc:
+    case E::MallocSameSize:
+    case E::MallocLane: return FunctionType::get(Ptr, {I64}, false);
+    case E::Free:
+    case E::FreeLane: return FunctionType::get(Void, {Ptr}, false);
+    case E::MallocAligned:
+    case E::MallocAlignedLane: return FunctionType::get(Ptr, {I64, I64}, false);
+    case E::FreeAligned:
+    case E::FreeAlignedLane: return FunctionType::get(Void, {Ptr, I64}, false);
+  }
+  llvm_unreachable("unknown entry point");
+}
+
+EntryPoint laneVariant(EntryPoint Entry) {
+  switch (Entry) {
+    case E::Malloc:
+    case E::MallocSameSize: return E::MallocLane;
+    case E::Free: return E::FreeLane;
+    case E::MallocAligned: return E::MallocAlignedLane;
+    case E::FreeAligned: return E::FreeAlignedLane;
+    default: return Entry;
+  }
 }
 
 }  // namespace gpualloc

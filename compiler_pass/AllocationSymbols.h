@@ -11,14 +11,32 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 
+namespace llvm {
+class FunctionType;
+class LLVMContext;
+}  // namespace llvm
+
 namespace gpualloc {
 
+// The runtime's entry points (names in gpualloc/abi.h). The rewrite emits
+// the four general ones; entry selection (SelectEntries.h) then picks the
+// same-size or per-lane variant where it applies.
 enum class EntryPoint {
-  Malloc,         // ptr __gpualloc_malloc(i64 size)
-  Free,           // void __gpualloc_free(ptr)
-  MallocAligned,  // ptr __gpualloc_malloc_aligned(i64 size, i64 align)
-  FreeAligned,    // void __gpualloc_free_aligned(ptr, i64 align)
+  Malloc,             // ptr (i64 size): lanes may ask for different sizes
+  MallocSameSize,     // ptr (i64 size): the size is warp-uniform
+  MallocLane,         // ptr (i64 size): no coalescing
+  Free,               // void (ptr)
+  FreeLane,           // void (ptr): no coalescing
+  MallocAligned,      // ptr (i64 size, i64 align)
+  MallocAlignedLane,  // ptr (i64 size, i64 align): no coalescing
+  FreeAligned,        // void (ptr, i64 align)
+  FreeAlignedLane,    // void (ptr, i64 align): no coalescing
 };
+
+inline constexpr EntryPoint AllEntryPoints[] = {
+    EntryPoint::Malloc,        EntryPoint::MallocSameSize,    EntryPoint::MallocLane,
+    EntryPoint::Free,          EntryPoint::FreeLane,          EntryPoint::MallocAligned,
+    EntryPoint::MallocAlignedLane, EntryPoint::FreeAligned,   EntryPoint::FreeAlignedLane};
 
 struct AllocationSymbol {
   llvm::StringRef Name;  // mangled name of the function being replaced
@@ -32,6 +50,12 @@ llvm::ArrayRef<AllocationSymbol> allocationSymbols();
 
 // Name of the runtime function implementing an entry point.
 llvm::StringRef entryPointName(EntryPoint E);
+
+// The signature of an entry point.
+llvm::FunctionType* entryPointType(llvm::LLVMContext& Ctx, EntryPoint E);
+
+// The variant of a general entry point without coalescing (itself if none).
+EntryPoint laneVariant(EntryPoint E);
 
 // Functions that cannot be replaced; using one is a compile error.
 struct UnsupportedSymbol {

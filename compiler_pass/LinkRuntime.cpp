@@ -5,12 +5,17 @@
 //  - after linking, runtime functions carry M's target-cpu/target-features
 //    (the runtime is built for the oldest supported GPU), so they compile
 //    for M's GPU and can be inlined into M's kernels;
-//  - only HeapGlobal and PinGlobal from the runtime are visible outside M.
+//  - only abi.h's module globals (heap, ABI version, pin marker) from the
+//    runtime are visible outside M; they are weak, so a module may hold the
+//    runtime twice (-fgpu-rdc translation units) and keep one heap.
 #include "LinkRuntime.h"
 
 #include <string>
 
+#include "AllocationSymbols.h"
 #include "RewriteCalls.h"
+#include "embedded_file.h"
+#include "gpualloc/abi.h"
 #include "gpualloc/registry.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Bitcode/BitcodeReader.h"
@@ -24,25 +29,27 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Transforms/IPO/Internalize.h"
+#include "llvm/Transforms/Utils/ModuleUtils.h"
 
 using namespace llvm;
 
-// The runtime bitcode, embedded by RuntimeBitcode.S.
-extern "C" const char gpualloc_runtime_bc_start[];
-extern "C" const char gpualloc_runtime_bc_end[];
+// The runtime bitcode of every strategy, embedded by cmake/Embed.cmake.
+extern "C" const gpualloc::embedded_file gpualloc_runtime_bitcode[];
 
 static cl::opt<std::string> RuntimePath(
     "gpualloc-runtime-bc", cl::value_desc("file"),
-    cl::desc("gpualloc: link this runtime bitcode (or textual IR) instead of the one built into the plugin"));
+    cl::desc("gpualloc: link this runtime bitcode (or textual IR) instead of the strategy's one in the plugin"));
 
 namespace gpualloc {
 namespace {
+
+StringRef ref(std::string_view S) { return StringRef(S.data(), S.size()); }
 
 void error(Module& M, const Twine& Message) {
   M.getContext().diagnose(DiagnosticInfoGeneric(Twine("gpualloc: ") + Message, DS_Error));
 }
 
-std::unique_ptr<Module> loadRuntime(Module& M) {
+std::unique_ptr<Module> loadRuntime(Module& M, StringRef Strategy) {
   LLVMContext& Ctx = M.getContext();
   if (!RuntimePath.empty()) {
     SMDiagnostic Err;
@@ -54,8 +61,15 @@ std::unique_ptr<Module> loadRuntime(Module& M) {
     if (!RT) error(M, "cannot read the runtime '" + RuntimePath + "': " + Err.getMessage());
     return RT;
   }
-  StringRef Data(gpualloc_runtime_bc_start, gpualloc_runtime_bc_end - gpualloc_runtime_bc_start);
-  Expected<std::unique_ptr<Module>> RT = parseBitcodeFile(MemoryBufferRef(Data, "gpualloc-runtime.bc"), Ctx);
+  const embedded_file* File = find_embedded(gpualloc_runtime_bitcode, std::string_view(Strategy.data(), Strategy.size()));
+  if (File == nullptr) {
+    std::string Names;
+    for (const strategy_info& S : strategy_table) Names += (Names.empty() ? "" : ", ") + std::string(S.name);
+    error(M, Twine("unknown strategy '") + Strategy + "' (valid: " + Names + ")");
+    return nullptr;
+  }
+  Expected<std::unique_ptr<Module>> RT =
+      parseBitcodeFile(MemoryBufferRef(ref(File->text()), (Strategy + ".bc").str()), Ctx);
   if (!RT) {
     error(M, "the runtime bitcode built into the plugin is unreadable: " + toString(RT.takeError()));
     return nullptr;
@@ -63,32 +77,18 @@ std::unique_ptr<Module> loadRuntime(Module& M) {
   return std::move(*RT);
 }
 
-// Sets the pin global of the runtime: Strategy's id, or left at the runtime's
-// "none". Either way it becomes a weak_odr constant, so the optimizer folds
-// the runtime's strategy dispatch when pinned (and libgpualloc can read it).
-bool pinStrategy(Module& M, Module& RT, StringRef Strategy) {
-  GlobalVariable* Pin = RT.getGlobalVariable(PinGlobal);
-  if (!Pin || !Pin->hasInitializer() || !Pin->getValueType()->isIntegerTy()) {
-    if (!Strategy.empty()) error(M, Twine("cannot pin strategy '") + Strategy + "': this runtime has no " + PinGlobal);
-    return Strategy.empty();
-  }
-  if (!Strategy.empty()) {
-    const strategy_info* Info = find_strategy(std::string_view(Strategy.data(), Strategy.size()));
-    if (!Info) {
-      std::string Names;
-      for (const strategy_info& S : strategy_table) Names += (Names.empty() ? "" : ", ") + std::string(S.name);
-      error(M, Twine("unknown strategy '") + Strategy + "' (valid: " + Names + ")");
-      return false;
-    }
-    Pin->setInitializer(ConstantInt::get(Pin->getValueType(), static_cast<std::uint64_t>(Info->id)));
-  }
-  Pin->setConstant(true);
-  Pin->setLinkage(GlobalValue::WeakODRLinkage);
-  Pin->setExternallyInitialized(false);
-  return true;
+// The runtime's globals that stay visible: heap, ABI version, pin marker.
+bool isModuleGlobal(StringRef Name) {
+  return Name == ref(abi::heap_variable) || Name == ref(abi::abi_variable) || Name.starts_with(ref(abi::pin_prefix));
 }
 
-void makeLookLikePartOf(Module& RT, const Module& M) {
+bool isEntryPoint(StringRef Name) {
+  for (EntryPoint E : AllEntryPoints)
+    if (Name == entryPointName(E)) return true;
+  return false;
+}
+
+void makeLookLikePartOf(Module& RT, const Module& M, bool Inline) {
   RT.setTargetTriple(M.getTargetTriple());
   RT.setDataLayout(M.getDataLayout());
   for (const char* Name : {"llvm.module.flags", "llvm.ident", "nvvmir.version"})
@@ -96,6 +96,7 @@ void makeLookLikePartOf(Module& RT, const Module& M) {
   for (Function& F : RT) {
     if (!F.isDeclaration()) {
       F.addFnAttr(RuntimeAttr);
+      if (Inline && isEntryPoint(F.getName())) F.addFnAttr(Attribute::AlwaysInline);
     } else {  // e.g. CUDA's malloc: declared for the runtime's GPU, defined for any
       F.removeFnAttr("target-cpu");
       F.removeFnAttr("target-features");
@@ -123,20 +124,29 @@ void retarget(Module& M, std::pair<Attribute, Attribute> Target) {
 
 }  // namespace
 
-bool linkRuntime(Module& M, StringRef Strategy) {
-  std::unique_ptr<Module> RT = loadRuntime(M);
+bool linkRuntime(Module& M, StringRef Strategy, bool Inline) {
+  std::unique_ptr<Module> RT = loadRuntime(M, Strategy);
   if (!RT) return false;
-  if (!pinStrategy(M, *RT, Strategy)) return false;
-  makeLookLikePartOf(*RT, M);
+  const std::string Pin = abi::pin_symbol(std::string_view(Strategy.data(), Strategy.size()));
+  if (!RT->getGlobalVariable(Pin)) {
+    error(M, Twine("the runtime for '") + Strategy + "' lacks its pin marker " + Pin);
+    return false;
+  }
+  makeLookLikePartOf(*RT, M, Inline);
+  // The module globals are for libgpualloc, which finds them by name: keep
+  // them even where nothing in M uses them.
+  SmallVector<GlobalValue*, 4> Kept;
+  for (GlobalVariable& G : RT->globals())
+    if (isModuleGlobal(G.getName())) Kept.push_back(&G);
+  appendToUsed(*RT, Kept);
   std::pair<Attribute, Attribute> Target = userTarget(M);
 
   auto Internalize = [](Module& Linked, const StringSet<>& FromRuntime) {
     internalizeModule(Linked, [&FromRuntime](const GlobalValue& GV) {
-      return !GV.hasName() || !FromRuntime.contains(GV.getName()) || GV.getName() == HeapGlobal ||
-             GV.getName() == PinGlobal;
+      return !GV.hasName() || !FromRuntime.contains(GV.getName()) || isModuleGlobal(GV.getName());
     });
   };
-  if (Linker::linkModules(M, std::move(RT), Linker::Flags::LinkOnlyNeeded, Internalize)) {
+  if (Linker::linkModules(M, std::move(RT), Linker::Flags::None, Internalize)) {
     error(M, "linking the runtime into the device module failed");
     return true;
   }

@@ -22,19 +22,6 @@ using namespace llvm;
 namespace gpualloc {
 namespace {
 
-FunctionType* entryPointType(LLVMContext& Ctx, EntryPoint Entry) {
-  Type* Ptr = PointerType::getUnqual(Ctx);
-  Type* I64 = Type::getInt64Ty(Ctx);
-  Type* Void = Type::getVoidTy(Ctx);
-  switch (Entry) {
-    case EntryPoint::Malloc: return FunctionType::get(Ptr, {I64}, false);
-    case EntryPoint::Free: return FunctionType::get(Void, {Ptr}, false);
-    case EntryPoint::MallocAligned: return FunctionType::get(Ptr, {I64, I64}, false);
-    case EntryPoint::FreeAligned: return FunctionType::get(Void, {Ptr, I64}, false);
-  }
-  llvm_unreachable("unknown entry point");
-}
-
 bool isRuntimeCode(const Instruction* I) { return I->getFunction()->hasFnAttribute(RuntimeAttr); }
 
 bool hasNeededArgs(const AllocationSymbol& S, unsigned NumArgs) {

@@ -1,6 +1,6 @@
 ; REQUIRES: clang
-; RUN: %opt -load-pass-plugin=%pass-plugin -passes=gpualloc-rewrite -S %runtime-bc | FileCheck %s
-; RUN: %opt -S %runtime-bc | FileCheck %s
+; RUN: %opt -load-pass-plugin=%pass-plugin -passes=gpualloc-rewrite,gpualloc-finish -S %runtime-dir/cuda.bc | FileCheck %s
+; RUN: %opt -S %runtime-dir/cuda.bc | FileCheck %s
 
 ; The runtime's own module (it defines the entry points) is left alone: its
 ; `cuda` strategy calls CUDA's malloc and free, and rewriting those calls

@@ -1,30 +1,29 @@
 ; REQUIRES: clang
 ; RUN: rm -rf %t && split-file %s %t
-; RUN: %opt -load-pass-plugin=%pass-plugin -gpualloc-runtime-bc=%t/runtime.ll -passes=gpualloc-rewrite -S %t/user.ll \
-; RUN:   | FileCheck %s --check-prefix=UNPINNED
 ; RUN: %opt -load-pass-plugin=%pass-plugin -gpualloc-runtime-bc=%t/runtime.ll -gpualloc-strategy=atomic \
-; RUN:   -passes=gpualloc-rewrite -S %t/user.ll | FileCheck %s --check-prefix=PINNED
-; RUN: %opt -load-pass-plugin=%pass-plugin -gpualloc-runtime-bc=%t/runtime.ll -gpualloc-strategy=atomic \
-; RUN:   -passes='default<O2>' -S %t/user.ll | FileCheck %s --check-prefix=FOLDED
-; RUN: not %opt -load-pass-plugin=%pass-plugin -gpualloc-runtime-bc=%t/runtime.ll -gpualloc-strategy=no-such \
-; RUN:   -passes=gpualloc-rewrite -disable-output %t/user.ll 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+; RUN:   -passes=gpualloc-rewrite,gpualloc-finish -S %t/user.ll | FileCheck %s --check-prefix=PINNED
+; RUN: %opt -load-pass-plugin=%pass-plugin -gpualloc-runtime-bc=%t/runtime.ll \
+; RUN:   -passes=gpualloc-rewrite,gpualloc-finish -S %t/user.ll | FileCheck %s --check-prefix=UNPINNED
+; RUN: not %opt -load-pass-plugin=%pass-plugin -gpualloc-strategy=no-such \
+; RUN:   -passes=gpualloc-rewrite,gpualloc-finish -disable-output %t/user.ll 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 ; RUN: not %opt -load-pass-plugin=%pass-plugin -gpualloc-runtime-bc=%t/runtime-without-pin.ll -gpualloc-strategy=atomic \
-; RUN:   -passes=gpualloc-rewrite -disable-output %t/user.ll 2>&1 | FileCheck %s --check-prefix=NO-HOOK
+; RUN:   -passes=gpualloc-rewrite,gpualloc-finish -disable-output %t/user.ll 2>&1 | FileCheck %s --check-prefix=NO-PIN
 
-; -gpualloc-strategy=NAME (gpualloc-clang++ --gpualloc-strategy=NAME) pins the
-; strategy: the runtime's __gpualloc_pinned_strategy becomes a constant
-; holding NAME's registry id, so after inlining the optimizer folds the
-; strategy dispatch. Unpinned, it keeps the runtime's "none" and is constant
-; as well. It stays visible (weak_odr) for libgpualloc to read. The runtime
-; here is a stand-in that adds the pin to every allocation's offset.
+; -gpualloc-strategy=NAME (gpualloc-clang++ --gpualloc-strategy=NAME) links
+; NAME's runtime, whose pin marker __gpualloc_pin_NAME stays visible for
+; libgpualloc: a module compiled for one strategy runs only under that
+; strategy. Unpinned, nothing is linked and the entry points stay external.
+; The runtime here is a stand-in.
 
-; UNPINNED: @__gpualloc_pinned_strategy = weak_odr addrspace(1) constant i32 -1
-; PINNED: @__gpualloc_pinned_strategy = weak_odr addrspace(1) constant i32 [[ID:[0-9]+]]
-; FOLDED-LABEL: define ptx_kernel void @kernel(
-; FOLDED-NOT: load i32, ptr addrspace(1) @__gpualloc_pinned_strategy
-; FOLDED: ret void
+; PINNED: @__gpualloc_pin_atomic = weak addrspace(4) constant i32 1
+; PINNED-LABEL: define ptx_kernel void @kernel(
+; PINNED-NOT: call
+; PINNED: ret void
+; UNPINNED-NOT: __gpualloc_pin
+; UNPINNED: call ptr @__gpualloc_malloc_same_size(i64 16)
+; UNPINNED: declare ptr @__gpualloc_malloc_same_size(i64)
 ; UNKNOWN: error: gpualloc: unknown strategy 'no-such' (valid: cuda, atomic
-; NO-HOOK: error: gpualloc: cannot pin strategy 'atomic': this runtime has no __gpualloc_pinned_strategy
+; NO-PIN: error: gpualloc: the runtime for 'atomic' lacks its pin marker __gpualloc_pin_atomic
 
 ;--- user.ll
 target datalayout = "e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
@@ -42,13 +41,11 @@ define ptx_kernel void @kernel(ptr %out) {
 target triple = "nvptx64-nvidia-cuda"
 
 @__gpualloc_heap = weak addrspace(1) externally_initialized global ptr null
-@__gpualloc_pinned_strategy = weak addrspace(1) global i32 -1
+@__gpualloc_pin_atomic = weak addrspace(4) constant i32 1
 
-define ptr @__gpualloc_malloc(i64 %size) {
+define ptr @__gpualloc_malloc_same_size(i64 %size) {
   %heap = load ptr, ptr addrspace(1) @__gpualloc_heap
-  %pin = load i32, ptr addrspace(1) @__gpualloc_pinned_strategy
-  %pin.ext = zext i32 %pin to i64
-  %p = getelementptr i8, ptr %heap, i64 %pin.ext
+  %p = getelementptr i8, ptr %heap, i64 %size
   ret ptr %p
 }
 
@@ -57,7 +54,7 @@ target triple = "nvptx64-nvidia-cuda"
 
 @__gpualloc_heap = weak addrspace(1) externally_initialized global ptr null
 
-define ptr @__gpualloc_malloc(i64 %size) {
+define ptr @__gpualloc_malloc_same_size(i64 %size) {
   %heap = load ptr, ptr addrspace(1) @__gpualloc_heap
   ret ptr %heap
 }

@@ -4,7 +4,7 @@
 // RUN: %gpualloc-clangxx -O2 --cuda-device-only -S %s -o %t.O2.ptx
 // RUN: FileCheck %s --check-prefix=O2 < %t.O2.ptx
 // With a runtime that never calls CUDA's malloc, nothing in the PTX may:
-// RUN: %gpualloc-clangxx -O2 --cuda-device-only -S %s -o %t.stub.ptx \
+// RUN: %gpualloc-clangxx -O2 --cuda-device-only -S %s -o %t.stub.ptx --gpualloc-strategy=atomic \
 // RUN:   -Xarch_device -mllvm=-gpualloc-runtime-bc=%S/Inputs/stub-runtime.ll
 // RUN: FileCheck %s --check-prefix=STUB < %t.stub.ptx
 
@@ -39,10 +39,8 @@ __global__ void destroy(node** heads) {
   delete[] reinterpret_cast<int*>(heads[threadIdx.x + 64]);
 }
 
-// The heap pointer libgpualloc sets is one weak global per module.
-// O0: .weak .global .align 8 .u64 __gpualloc_heap;
-// At -O0 the kernels call the entry points, never malloc/free; CUDA's malloc
-// is called only inside the runtime (its `cuda` strategy).
+// The kernels call the runtime's entry points, never malloc/free (the
+// strategy, chosen at run time, is joined with the module by libgpualloc).
 // O0-LABEL: .entry _Z5buildPP4nodei(
 // O0-NOT: {{call(\.uni)? (\(retval0\), )?(malloc|free),}}
 // O0: call.uni (retval0), __gpualloc_malloc,
@@ -54,14 +52,19 @@ __global__ void destroy(node** heads) {
 // O0-NOT: {{call(\.uni)? (\(retval0\), )?(malloc|free),}}
 // O0: {{^}}}
 
-// At -O2 the runtime is inlined or called: either way the kernels reach the heap.
-// O2: .weak .global .align 8 .u64 __gpualloc_heap;
 // O2-LABEL: .entry _Z5buildPP4nodei(
-// O2: {{__gpualloc_heap|__gpualloc_malloc}}
+// O2-NOT: {{call(\.uni)? (\(retval0\), )?(malloc|free),}}
+// O2: call.uni (retval0), __gpualloc_malloc
+// O2-NOT: {{call(\.uni)? (\(retval0\), )?(malloc|free),}}
 // O2: {{^}}}
 // O2-LABEL: .entry _Z7destroyPP4node(
-// O2: {{__gpualloc_heap|__gpualloc_free}}
+// O2-NOT: {{call(\.uni)? (\(retval0\), )?(malloc|free),}}
+// O2: call.uni __gpualloc_free,
+// O2-NOT: {{call(\.uni)? (\(retval0\), )?(malloc|free),}}
 // O2: {{^}}}
+
+// Pinned (a stand-in runtime that never calls CUDA's allocator), everything
+// is inlined and the kernels read the heap themselves.
 
 // STUB-NOT: {{[^_a-z]}}malloc
 // STUB-NOT: {{[^_a-z]}}free
