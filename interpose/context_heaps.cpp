@@ -8,13 +8,15 @@
 #include <unordered_map>
 
 #include "driver.h"
+#include "embedded_file.h"
+#include "gpualloc/abi.h"
 #include "gpualloc/dispatch.h"
 #include "log.h"
 #include "module_setup.h"
 #include "statistics.h"
 
-// The init kernels' fatbin, embedded by embed.S.
-extern "C" const unsigned char gpualloc_init_fatbin[];
+// The init kernel (runtime/src/init.cu) as a fatbin, embedded by cmake/Embed.cmake.
+extern "C" const gpualloc::embedded_file gpualloc_init_fatbin[];
 
 namespace gpualloc::interpose {
 namespace {
@@ -51,8 +53,8 @@ std::uint64_t planned_bytes(CUcontext ctx, std::uint64_t free_bytes) {
 CUresult load_init_kernel(context_heap& h) {
   if (h.init_kernel != nullptr) return CUDA_SUCCESS;
   const driver_api& d = driver();
-  CUresult r = d.cuModuleLoadData(&h.init_module, gpualloc_init_fatbin);
-  if (r == CUDA_SUCCESS) r = d.cuModuleGetFunction(&h.init_kernel, h.init_module, "__gpualloc_init_kernel");
+  CUresult r = d.cuModuleLoadData(&h.init_module, gpualloc_init_fatbin[0].data);
+  if (r == CUDA_SUCCESS) r = d.cuModuleGetFunction(&h.init_kernel, h.init_module, std::string(abi::init_kernel).c_str());
   if (r != CUDA_SUCCESS)
     GPUALLOC_LOG("cannot load libgpualloc's init kernels in context %llu (device %d): %s (built for compute "
                  "capabilities %s)",

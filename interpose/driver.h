@@ -41,6 +41,10 @@ namespace gpualloc::interpose {
   X(cuStreamIsCapturing_ptsz, CUresult, (CUstream, CUstreamCaptureStatus*))                         \
   X(cuThreadExchangeStreamCaptureMode, CUresult, (CUstreamCaptureMode*))                             \
   X(cuModuleLoadData, CUresult, (CUmodule*, const void*))                                            \
+  X(cuModuleLoadDataEx, CUresult, (CUmodule*, const void*, unsigned, CUjit_option*, void**))         \
+  X(cuLibraryLoadData, CUresult,                                                                     \
+    (CUlibrary*, const void*, CUjit_option*, void**, unsigned, CUlibraryOption*, void**, unsigned))  \
+  X(cuDeviceGetCount, CUresult, (int*))                                                              \
   X(cuModuleGetFunction, CUresult, (CUfunction*, CUmodule, const char*))                             \
   X(cuModuleGetGlobal_v2, CUresult, (CUdeviceptr*, size_t*, CUmodule, const char*))                  \
   X(cuFuncGetModule, CUresult, (CUmodule*, CUfunction))                                              \

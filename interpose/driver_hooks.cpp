@@ -33,6 +33,7 @@
 #include "context_heaps.h"
 #include "driver.h"
 #include "log.h"
+#include "module_loading.h"
 #include "module_setup.h"
 
 #define GPUALLOC_EXPORT __attribute__((visibility("default")))
@@ -78,7 +79,13 @@ namespace {
   X(cuDevicePrimaryCtxRelease, primary_ctx_release)                         \
   X(cuDevicePrimaryCtxRelease_v2, primary_ctx_release)                      \
   X(cuModuleUnload, module_unload)                                          \
-  X(cuLibraryUnload, library_unload)
+  X(cuLibraryUnload, library_unload)                                        \
+  X(cuModuleLoad, module_load)                                              \
+  X(cuModuleLoadData, module_load_data)                                     \
+  X(cuModuleLoadDataEx, module_load_data_ex)                                \
+  X(cuModuleLoadFatBinary, module_load_data)                                \
+  X(cuLibraryLoadData, library_load_data)                                   \
+  X(cuLibraryLoadFromFile, library_load_from_file)
 
 enum class slot : int {
 #define GPUALLOC_SLOT(name, family) slot_##name,  // prefixed: cuda.h #defines some names
@@ -376,6 +383,75 @@ CUresult impl_module_unload(Fn real, bool, Handle h) {
 template <class Fn, class Handle>
 CUresult impl_library_unload(Fn real, bool, Handle h) {
   return impl_module_unload(real, false, h);
+}
+
+// Module and library loads: an unpinned module is loaded specialised
+// (module_loading.h); everything else goes to the real function untouched.
+#define module_load_PARAMS (CUmodule * module, const char* path)
+#define module_load_ARGS module, path
+#define module_load_data_PARAMS (CUmodule * module, const void* image)
+#define module_load_data_ARGS module, image
+#define module_load_data_ex_PARAMS \
+  (CUmodule * module, const void* image, unsigned count, CUjit_option* options, void** values)
+#define module_load_data_ex_ARGS module, image, count, options, values
+#define library_load_data_PARAMS                                                                        \
+  (CUlibrary * library, const void* image, CUjit_option* options, void** values, unsigned count,         \
+   CUlibraryOption* library_options, void** library_values, unsigned library_count)
+#define library_load_data_ARGS library, image, options, values, count, library_options, library_values, library_count
+#define library_load_from_file_PARAMS                                                                   \
+  (CUlibrary * library, const char* path, CUjit_option* options, void** values, unsigned count,          \
+   CUlibraryOption* library_options, void** library_values, unsigned library_count)
+#define library_load_from_file_ARGS library, path, options, values, count, library_options, library_values, library_count
+
+template <class Fn>
+CUresult impl_module_load_data(Fn real, bool, CUmodule* module, const void* image) {
+  CUresult error;
+  const specialised_image* s = specialise(image, &error);
+  if (error != CUDA_SUCCESS) return error;
+  return s != nullptr ? load_module(module, *s, 0, nullptr, nullptr) : real(module, image);
+}
+
+template <class Fn>
+CUresult impl_module_load_data_ex(Fn real, bool, CUmodule* module, const void* image, unsigned count,
+                                  CUjit_option* options, void** values) {
+  CUresult error;
+  const specialised_image* s = specialise(image, &error);
+  if (error != CUDA_SUCCESS) return error;
+  return s != nullptr ? load_module(module, *s, count, options, values) : real(module, image, count, options, values);
+}
+
+template <class Fn>
+CUresult impl_module_load(Fn real, bool, CUmodule* module, const char* path) {
+  CUresult error;
+  const std::string* file = read_image_file(path, &error);
+  const specialised_image* s = file != nullptr ? specialise(file->data(), &error) : nullptr;
+  if (error != CUDA_SUCCESS && file != nullptr) return error;
+  return s != nullptr ? load_module(module, *s, 0, nullptr, nullptr) : real(module, path);
+}
+
+template <class Fn>
+CUresult impl_library_load_data(Fn real, bool, CUlibrary* library, const void* image, CUjit_option* options,
+                                void** values, unsigned count, CUlibraryOption* library_options, void** library_values,
+                                unsigned library_count) {
+  CUresult error;
+  const specialised_image* s = specialise(image, &error);
+  if (error != CUDA_SUCCESS) return error;
+  if (s != nullptr)
+    return load_library(library, *s, options, values, count, library_options, library_values, library_count);
+  return real(library, image, options, values, count, library_options, library_values, library_count);
+}
+
+template <class Fn>
+CUresult impl_library_load_from_file(Fn real, bool, CUlibrary* library, const char* path, CUjit_option* options,
+                                     void** values, unsigned count, CUlibraryOption* library_options,
+                                     void** library_values, unsigned library_count) {
+  CUresult error;
+  const std::string* file = read_image_file(path, &error);
+  const specialised_image* s = file != nullptr ? specialise(file->data(), &error) : nullptr;
+  if (error != CUDA_SUCCESS && file != nullptr) return error;
+  if (s != nullptr)
+    return load_library(library, *s, options, values, count, library_options, library_values, library_count);
+  return real(library, path, options, values, count, library_options, library_values, library_count);
 }
 
 constexpr bool is_per_thread_variant(const char* name) {

@@ -9,16 +9,11 @@
 #include <vector>
 
 #include "driver.h"
+#include "gpualloc/abi.h"
 #include "log.h"
 
 namespace gpualloc::interpose {
 namespace {
-
-// The module variables of the device runtime (runtime/src/entry.cu): the
-// heap pointer it reads, and the strategy it was compiled for, if pinned.
-constexpr const char* heap_variable = "__gpualloc_heap";
-constexpr const char* pinned_variable = "__gpualloc_pinned_strategy";
-constexpr std::uint32_t unpinned = 0xffffffffu;
 
 struct pair_hash {
   template <class A, class B>
@@ -54,29 +49,54 @@ CUresult write_heap_pointer(context_heap& heap, CUdeviceptr variable) {
   return r;
 }
 
-// A module compiled with gpualloc-clang++ --gpualloc-strategy=NAME runs only
-// on a heap of that strategy: its code would misread any other's state.
-CUresult check_pinned_strategy(const context_heap& heap, CUmodule module, CUfunction function) {
+std::string name_of(CUfunction function) {
+  const char* name = nullptr;
+  if (driver().cuFuncGetName(&name, function) != CUDA_SUCCESS || name == nullptr) return "?";
+  return name;
+}
+
+// Reads the u32 module global `name`; false if the module has none.
+bool read_u32(const context_heap& heap, CUmodule module, const std::string& name, std::uint32_t* value,
+              CUresult* error) {
   const driver_api& d = driver();
   CUdeviceptr variable = 0;
   size_t bytes = 0;
-  if (d.cuModuleGetGlobal_v2(&variable, &bytes, module, pinned_variable) != CUDA_SUCCESS ||
-      bytes != sizeof(std::uint32_t))
-    return CUDA_SUCCESS;  // a runtime without pinning support
+  if (d.cuModuleGetGlobal_v2(&variable, &bytes, module, name.c_str()) != CUDA_SUCCESS || bytes != sizeof *value)
+    return false;
   relaxed_capture_scope relaxed;
-  std::uint32_t pinned = unpinned;
-  CUresult r = d.cuMemcpyDtoHAsync_v2(&pinned, variable, sizeof pinned, heap.stream);
-  if (r == CUDA_SUCCESS) r = d.cuStreamSynchronize(heap.stream);
+  *error = d.cuMemcpyDtoHAsync_v2(value, variable, sizeof *value, heap.stream);
+  if (*error == CUDA_SUCCESS) *error = d.cuStreamSynchronize(heap.stream);
+  return true;
+}
+
+// A module's runtime code must speak this libgpualloc's ABI, and a module
+// compiled with gpualloc-clang++ --gpualloc-strategy=NAME (it carries the
+// pin marker of NAME; under -fgpu-rdc perhaps several) runs only on a heap of
+// that strategy: its code would misread any other's state.
+CUresult check_module(const context_heap& heap, CUmodule module, CUfunction function) {
+  CUresult r = CUDA_SUCCESS;
+  std::uint32_t abi_version = 0;
+  if (!read_u32(heap, module, std::string(abi::abi_variable), &abi_version, &r)) abi_version = 1;  // before the marker
   if (r != CUDA_SUCCESS) return r;
-  if (pinned == unpinned || pinned == static_cast<std::uint32_t>(heap.strategy)) return CUDA_SUCCESS;
-  const char* name = nullptr;
-  if (d.cuFuncGetName(&name, function) != CUDA_SUCCESS) name = nullptr;
-  const std::string compiled_for =
-      pinned < strategy_count ? std::string(strategy(static_cast<strategy_id>(pinned)).name) : "?";
-  const std::string running = std::string(strategy(heap.strategy).name);
-  GPUALLOC_LOG("kernel %s was compiled for strategy '%s' (gpualloc-clang++ --gpualloc-strategy) but this program "
-               "runs strategy '%s' (GPUALLOC_STRATEGY): not launched",
-               name != nullptr ? name : "?", compiled_for.c_str(), running.c_str());
+  if (abi_version != abi::version) {
+    GPUALLOC_LOG("kernel %s was compiled by a gpualloc of another version (ABI %u, this libgpualloc speaks %u): "
+                 "rebuild it with this gpualloc-clang++; not launched",
+                 name_of(function).c_str(), abi_version, abi::version);
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  std::string pins;
+  bool other = false;
+  for (const strategy_info& s : strategy_table) {
+    std::uint32_t id = 0;
+    if (!read_u32(heap, module, abi::pin_symbol(s.name), &id, &r)) continue;
+    if (r != CUDA_SUCCESS) return r;
+    pins += (pins.empty() ? "'" : ", '") + std::string(s.name) + "'";
+    other |= s.id != heap.strategy;
+  }
+  if (!other) return CUDA_SUCCESS;
+  GPUALLOC_LOG("kernel %s was compiled for strategy %s (gpualloc-clang++ --gpualloc-strategy) but this program runs "
+               "strategy '%s' (GPUALLOC_STRATEGY): not launched",
+               name_of(function).c_str(), pins.c_str(), std::string(strategy(heap.strategy).name).c_str());
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -104,18 +124,19 @@ CUresult prepare_slow(CUcontext ctx, void* handle, function_entry* out) {
 
   CUdeviceptr variable = 0;
   size_t bytes = 0;
-  r = d.cuModuleGetGlobal_v2(&variable, &bytes, module, heap_variable);
+  const std::string heap_variable(abi::heap_variable);
+  r = d.cuModuleGetGlobal_v2(&variable, &bytes, module, heap_variable.c_str());
   if (r == CUDA_ERROR_NOT_FOUND) {
     out->has_runtime = false;
     cache().functions.emplace(std::make_pair(ctx, handle), *out);
     return CUDA_SUCCESS;
   }
   if (r != CUDA_SUCCESS) {
-    GPUALLOC_VERBOSE("cannot look up %s in module %p: %s", heap_variable, static_cast<void*>(module), error_name(r));
+    GPUALLOC_VERBOSE("cannot look up %s in module %p: %s", heap_variable.c_str(), static_cast<void*>(module), error_name(r));
     return CUDA_SUCCESS;
   }
   if (bytes != sizeof(CUdeviceptr)) {
-    GPUALLOC_LOG("module %p has a %s of %zu bytes, expected %zu; not set up", static_cast<void*>(module), heap_variable,
+    GPUALLOC_LOG("module %p has a %s of %zu bytes, expected %zu; not set up", static_cast<void*>(module), heap_variable.c_str(),
                  bytes, sizeof(CUdeviceptr));
     return CUDA_SUCCESS;
   }
@@ -123,7 +144,7 @@ CUresult prepare_slow(CUcontext ctx, void* handle, function_entry* out) {
   context_heap* heap = nullptr;
   if ((r = ensure_heap(ctx, &heap)) != CUDA_SUCCESS) return r;
   if (!cache().modules_ready.count({ctx, module})) {
-    if ((r = check_pinned_strategy(*heap, module, function)) != CUDA_SUCCESS) return r;
+    if ((r = check_module(*heap, module, function)) != CUDA_SUCCESS) return r;
     if ((r = write_heap_pointer(*heap, variable)) != CUDA_SUCCESS) {
       GPUALLOC_LOG("cannot set up module %p in context %llu: %s", static_cast<void*>(module), heap->ctx_id,
                    error_name(r));

@@ -4,7 +4,8 @@
 // Device memory is host memory (a CUdeviceptr is a host address), copies are
 // memcpy, streams and contexts are tags, and "launching" libgpualloc's init
 // kernel runs the strategy's init on the host (strategies compile for the
-// host). Modules are made by the test through fake_* functions. Only what
+// host). Modules are made by the test through fake_* functions, or loaded
+// from PTX (kept for the test to read: the fake compiles nothing). Only what
 // libgpualloc and the test call is here; the rest returns
 // CUDA_ERROR_NOT_SUPPORTED through cuGetProcAddress.
 #include <cuda.h>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "gpualloc/abi.h"
 #include "gpualloc/dispatch.h"
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
@@ -32,6 +34,7 @@ struct module {
   bool has_runtime = false;
   bool is_init = false;
   std::uint64_t heap_variable = 0;  // the module's __gpualloc_heap
+  std::uint32_t abi_variable = gpualloc::abi::version;  // its __gpualloc_abi
 };
 struct function {
   std::uint32_t tag = function_tag;
@@ -64,6 +67,9 @@ struct state_t {
   size_t malloc_limit = 8 << 20;
   int set_limit_calls = 0;
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  std::string last_loaded_ptx;  // the PTX of the last program image loaded as PTX
+  int program_images = 0;       // program images loaded (PTX or ELF)
+  std::vector<std::pair<CUjit_option, void*>> last_jit_options;
 } fake;
 
 bool is_function(const void* h) { return h != nullptr && static_cast<const function*>(h)->tag == function_tag; }
@@ -109,6 +115,13 @@ FAKE_EXPORT void fake_add_child_node(CUgraph g, CUgraph child) {
   reinterpret_cast<graph*>(g)->nodes.push_back(n);
 }
 FAKE_EXPORT int fake_capture_mode() { return fake.mode; }
+FAKE_EXPORT const char* fake_last_loaded_ptx() { return fake.last_loaded_ptx.c_str(); }
+FAKE_EXPORT int fake_program_images() { return fake.program_images; }
+FAKE_EXPORT long fake_last_jit_option(int option) {
+  for (auto& [o, v] : fake.last_jit_options)
+    if (o == option) return static_cast<long>(reinterpret_cast<std::uintptr_t>(v));
+  return -1;
+}
 
 // --- Driver entry points ------------------------------------------------------
 FAKE(cuInit, (unsigned)) { return CUDA_SUCCESS; }
@@ -178,20 +191,51 @@ FAKE(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode * mode)) {
   std::swap(*mode, fake.mode);
   return CUDA_SUCCESS;
 }
-FAKE(cuModuleLoadData, (CUmodule * m, const void* image)) {
-  // Only libgpualloc loads images here: its init kernels' fatbin.
+// Images: libgpualloc's init kernel (a fatbin), or a program's module. The
+// fake cannot compile PTX: a program's PTX is kept for the test to read, and
+// its module acts as one that carries the runtime.
+static CUresult load(CUmodule* m, const void* image, unsigned count, CUjit_option* options, void** values) {
   const std::uint32_t fatbin_magic = 0xBA55ED50;
   std::uint32_t magic;
   std::memcpy(&magic, image, 4);
-  if (magic != fatbin_magic) return CUDA_ERROR_INVALID_IMAGE;
   auto* mod = new module{};
-  mod->is_init = true;
+  if (magic == fatbin_magic) {
+    mod->is_init = true;
+  } else if (std::memcmp(image, "\x7f" "ELF", 4) == 0) {
+    ++fake.program_images;  // a compiled module (without the runtime, as far as the fake knows)
+  } else {
+    const char* text = static_cast<const char*>(image);
+    if (std::strstr(text, ".version") == nullptr) return CUDA_ERROR_INVALID_IMAGE;
+    ++fake.program_images;
+    fake.last_loaded_ptx = text;
+    fake.last_jit_options.clear();
+    for (unsigned i = 0; i < count; ++i) fake.last_jit_options.emplace_back(options[i], values[i]);
+    mod->has_runtime = fake.last_loaded_ptx.find("__gpualloc_heap") != std::string::npos;
+  }
   ++fake.modules_loaded;
   *m = reinterpret_cast<CUmodule>(mod);
   return CUDA_SUCCESS;
 }
+FAKE(cuModuleLoadData, (CUmodule * m, const void* image)) { return load(m, image, 0, nullptr, nullptr); }
+FAKE(cuModuleLoadDataEx, (CUmodule * m, const void* image, unsigned count, CUjit_option* options, void** values)) {
+  return load(m, image, count, options, values);
+}
+FAKE(cuLibraryLoadData, (CUlibrary * l, const void* image, CUjit_option* options, void** values, unsigned count,
+                         CUlibraryOption*, void**, unsigned)) {
+  return load(reinterpret_cast<CUmodule*>(l), image, count, options, values);
+}
+FAKE(cuModuleLoad, (CUmodule * m, const char* path)) {
+  std::FILE* f = std::fopen(path, "rb");
+  if (f == nullptr) return CUDA_ERROR_FILE_NOT_FOUND;
+  std::string bytes;
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, f)) > 0;) bytes.append(buffer, n);
+  std::fclose(f);
+  return load(m, bytes.c_str(), 0, nullptr, nullptr);
+}
+FAKE(cuDeviceGetCount, (int* count)) { *count = 1; return CUDA_SUCCESS; }
 FAKE(cuModuleGetFunction, (CUfunction * f, CUmodule m, const char* name)) {
-  if (std::strcmp(name, "__gpualloc_init_kernel") != 0 || !reinterpret_cast<module*>(m)->is_init) return CUDA_ERROR_NOT_FOUND;
+  if (std::strcmp(name, "__gpualloc_init") != 0 || !reinterpret_cast<module*>(m)->is_init) return CUDA_ERROR_NOT_FOUND;
   auto* fn = new function{};
   fn->mod = reinterpret_cast<module*>(m);
   fn->name = name;
@@ -200,10 +244,18 @@ FAKE(cuModuleGetFunction, (CUfunction * f, CUmodule m, const char* name)) {
 }
 FAKE(cuModuleGetGlobal_v2, (CUdeviceptr * p, size_t* bytes, CUmodule m, const char* name)) {
   auto* mod = reinterpret_cast<module*>(m);
-  if (!mod->has_runtime || std::strcmp(name, "__gpualloc_heap") != 0) return CUDA_ERROR_NOT_FOUND;
-  *p = reinterpret_cast<CUdeviceptr>(&mod->heap_variable);
-  *bytes = sizeof(std::uint64_t);
-  return CUDA_SUCCESS;
+  if (!mod->has_runtime) return CUDA_ERROR_NOT_FOUND;
+  if (std::strcmp(name, "__gpualloc_heap") == 0) {
+    *p = reinterpret_cast<CUdeviceptr>(&mod->heap_variable);
+    *bytes = sizeof mod->heap_variable;
+    return CUDA_SUCCESS;
+  }
+  if (std::strcmp(name, "__gpualloc_abi") == 0) {
+    *p = reinterpret_cast<CUdeviceptr>(&mod->abi_variable);
+    *bytes = sizeof mod->abi_variable;
+    return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_NOT_FOUND;
 }
 FAKE(cuModuleUnload, (CUmodule)) { return CUDA_SUCCESS; }
 FAKE(cuFuncGetModule, (CUmodule * m, CUfunction f)) {
@@ -289,7 +341,8 @@ static const entry table[] = {
     FAKE_ENTRY(cuMemAlloc_v2), FAKE_ENTRY(cuMemFree_v2), FAKE_ENTRY(cuMemcpyHtoDAsync_v2),
     FAKE_ENTRY(cuMemcpyDtoHAsync_v2), FAKE_ENTRY(cuStreamCreate), FAKE_ENTRY(cuStreamSynchronize),
     FAKE_ENTRY(cuStreamIsCapturing), FAKE_ENTRY(cuStreamIsCapturing_ptsz), FAKE_ENTRY(cuThreadExchangeStreamCaptureMode),
-    FAKE_ENTRY(cuModuleLoadData), FAKE_ENTRY(cuModuleGetFunction), FAKE_ENTRY(cuModuleGetGlobal_v2),
+    FAKE_ENTRY(cuModuleLoadData), FAKE_ENTRY(cuModuleLoadDataEx), FAKE_ENTRY(cuLibraryLoadData),
+    FAKE_ENTRY(cuDeviceGetCount), FAKE_ENTRY(cuModuleLoad), FAKE_ENTRY(cuModuleGetFunction), FAKE_ENTRY(cuModuleGetGlobal_v2),
     FAKE_ENTRY(cuModuleUnload), FAKE_ENTRY(cuFuncGetModule), FAKE_ENTRY(cuFuncGetName), FAKE_ENTRY(cuKernelGetFunction),
     FAKE_ENTRY(cuLaunchKernel), FAKE_ENTRY(cuLaunchKernel_ptsz), FAKE_ENTRY(cuLaunchKernelEx),
     FAKE_ENTRY(cuGraphGetNodes), FAKE_ENTRY(cuGraphNodeGetType), FAKE_ENTRY(cuGraphKernelNodeGetParams_v2),

@@ -246,6 +246,65 @@ void teardown() {
   CHECK(allocations() == 2);
 }
 
+std::string read_file(const char* path) {
+  std::FILE* f = std::fopen(path, "rb");
+  std::string bytes;
+  if (f == nullptr) return bytes;
+  char buffer[65536];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, f)) > 0;) bytes.append(buffer, n);
+  std::fclose(f);
+  return bytes;
+}
+
+// Loading: an unpinned module (compiled without --gpualloc-strategy) reaches
+// the driver as its own PTX joined with the strategy's runtime, with the JIT
+// options of its compile; a pinned one, untouched. argv: the two cubins.
+void loads(const char* unpinned_path, const char* pinned_path) {
+  auto last_ptx = side_door<const char* (*)()>("fake_last_loaded_ptx");
+  auto last_option = side_door<long (*)(int)>("fake_last_jit_option");
+  auto program_images = side_door<int (*)()>("fake_program_images");
+  auto load_data = proc<CUresult (*)(CUmodule*, const void*)>("cuModuleLoadData");
+  auto load_file = proc<CUresult (*)(CUmodule*, const char*)>("cuModuleLoad");
+  auto load_library = proc<CUresult (*)(CUlibrary*, const void*, CUjit_option*, void**, unsigned, CUlibraryOption*,
+                                        void**, unsigned)>("cuLibraryLoadData");
+  const std::string unpinned = read_file(unpinned_path), pinned = read_file(pinned_path);
+  CHECK(!unpinned.empty() && !pinned.empty());
+  const std::string strategy = gpualloc_strategy_name();
+
+  // The runtime's definitions first, then the module without its .extern
+  // declarations of the entry points.
+  auto specialised = [](const std::string& ptx) {
+    const std::size_t runtime = ptx.find("---- gpualloc runtime ----"), module = ptx.find("---- the module ----");
+    const std::size_t definition = ptx.find(".func  (.param .b64 func_retval0) __gpualloc_malloc");
+    return runtime != std::string::npos && module != std::string::npos && runtime < definition &&
+           definition < module && ptx.find(".entry _Z6kernelPPvm") > module &&
+           ptx.find(".extern .func  (.param .b64 func_retval0) __gpualloc_malloc") == std::string::npos;
+  };
+
+  CUmodule m = nullptr;
+  CHECK(load_data(&m, unpinned.data()) == CUDA_SUCCESS);
+  CHECK(specialised(last_ptx()));
+  CHECK(last_option(CU_JIT_OPTIMIZATION_LEVEL) == 2);  // the compile's -O2
+  std::printf("specialised for %s: %zu bytes of PTX\n", strategy.c_str(), std::strlen(last_ptx()));
+
+  CHECK(load_file(&m, unpinned_path) == CUDA_SUCCESS);
+  CHECK(specialised(last_ptx()));
+
+  // The program's own JIT option wins over the compile's.
+  CUjit_option option = CU_JIT_OPTIMIZATION_LEVEL;
+  void* value = reinterpret_cast<void*>(std::uintptr_t{1});
+  CUlibrary library = nullptr;
+  CHECK(load_library(&library, unpinned.data(), &option, &value, 1, nullptr, nullptr, 0) == CUDA_SUCCESS);
+  CHECK(specialised(last_ptx()));
+  CHECK(last_option(CU_JIT_OPTIMIZATION_LEVEL) == 1);
+
+  // A pinned module carries its runtime: the driver gets the image itself.
+  const int before = program_images();
+  const std::string previous = last_ptx();
+  CHECK(load_data(&m, pinned.data()) == CUDA_SUCCESS);
+  CHECK(program_images() == before + 1 && previous == last_ptx());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -268,8 +327,10 @@ int main(int argc, char** argv) {
   else if (scenario == "out-of-memory") out_of_memory();
   else if (scenario == "checked") checked();
   else if (scenario == "teardown") teardown();
+  else if (scenario == "loads" && argc == 4) loads(argv[2], argv[3]);
   else {
-    std::printf("usage: gpualloc-hooks-test resolvers|launches|graphs|limits|out-of-memory|checked|teardown\n");
+    std::printf("usage: gpualloc-hooks-test resolvers|launches|graphs|limits|out-of-memory|checked|teardown\n"
+                "       gpualloc-hooks-test loads UNPINNED.cubin PINNED.cubin\n");
     return 2;
   }
   std::printf("%s: %s\n", scenario.c_str(), failures == 0 ? "passed" : "FAILED");

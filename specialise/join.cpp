@@ -1,0 +1,75 @@
+#include "join.h"
+
+#include <set>
+#include <string>
+
+#include "gpualloc/abi.h"
+#include "ptx_text.h"
+
+namespace gpualloc {
+namespace {
+
+bool is_header(const ptx::statement& st) {
+  return st.directive == ".version" || st.directive == ".target" || st.directive == ".address_size";
+}
+
+bool defines(const ptx::statement& st) {
+  return !st.name.empty() && st.link != ptx::linkage::external && (!st.is_function || st.has_body);
+}
+
+}  // namespace
+
+joined_module join(std::string_view user_ptx, std::string_view runtime_ptx) {
+  const std::vector<ptx::statement> user = ptx::split(user_ptx), runtime = ptx::split(runtime_ptx);
+
+  int user_version = -1, runtime_version = -1;
+  std::set<std::string_view> user_defines, runtime_defines;
+  for (const ptx::statement& st : user) {
+    if (st.directive == ".version") user_version = ptx::version_number(st.text);
+    if (defines(st)) user_defines.insert(st.name);
+  }
+  for (const ptx::statement& st : runtime) {
+    if (st.directive == ".version") runtime_version = ptx::version_number(st.text);
+    if (defines(st)) runtime_defines.insert(st.name);
+  }
+  if (user_version < 0) return {{}, "the module has no .version directive: not PTX"};
+  if (runtime_version < 0) return {{}, "the runtime has no .version directive: not PTX"};
+  if (!runtime_defines.count(abi::malloc_entry)) return {{}, "the runtime does not define the entry points"};
+
+  std::set<std::string_view> weak_duplicates;
+  joined_module out;
+  std::string& ptx = out.ptx;
+  ptx.reserve(user_ptx.size() + runtime_ptx.size() + 256);
+  // The user's header, with the higher PTX ISA version of the two.
+  for (const ptx::statement& st : user) {
+    if (!is_header(st)) continue;
+    if (st.directive == ".version" && runtime_version > user_version) {
+      ptx += "\n.version " + std::to_string(runtime_version / 100) + "." + std::to_string(runtime_version % 100) + "\n";
+      continue;
+    }
+    ptx += st.text;
+  }
+  ptx += "\n// ---- gpualloc runtime ----\n";
+  for (const ptx::statement& st : runtime) {
+    if (is_header(st)) continue;
+    // A weak definition the user module has too (heap, ABI version): one copy.
+    if (defines(st) && st.link == ptx::linkage::weak && user_defines.count(st.name)) {
+      weak_duplicates.insert(st.name);
+      continue;
+    }
+    ptx += st.text;
+  }
+  ptx += "\n// ---- the module ----\n";
+  for (const ptx::statement& st : user) {
+    if (is_header(st)) continue;
+    if (st.link == ptx::linkage::external && runtime_defines.count(st.name)) continue;
+    if (defines(st) && runtime_defines.count(st.name) && !weak_duplicates.count(st.name)) {
+      return {{}, "the module defines " + std::string(st.name) + ", which the runtime defines too"};
+    }
+    ptx += st.text;
+  }
+  ptx += '\n';
+  return out;
+}
+
+}  // namespace gpualloc

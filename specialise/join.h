@@ -1,0 +1,31 @@
+// Joins an unpinned user module's PTX with one strategy's runtime PTX
+// (lib/runtime/<name>.ptx) into one module for the driver's JIT, which then
+// compiles the allocator into the user's kernels as a whole program, as if
+// it had been compiled for that strategy alone.
+//
+//   header    the user's (.version raised to the runtime's if lower; the
+//             user's .target and .address_size)
+//   runtime   its statements, without its header, and without its weak
+//             definitions the user module has too (heap and ABI globals of a
+//             pinned translation unit linked in under -fgpu-rdc)
+//   user      its statements, without its .extern declarations of the entry
+//             points (the runtime above defines them)
+//
+// Names cannot collide otherwise: everything private to the runtime carries
+// abi::runtime_private_prefix (compiler_pass/PrepareRuntime.h), and
+// duplicated .extern declarations (vprintf) are legal PTX.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace gpualloc {
+
+struct joined_module {
+  std::string ptx;    // the joined module; empty on error
+  std::string error;  // what is wrong with the inputs
+};
+
+joined_module join(std::string_view user_ptx, std::string_view runtime_ptx);
+
+}  // namespace gpualloc
