@@ -120,7 +120,8 @@ CUresult ensure_heap(CUcontext ctx, context_heap** out) {
   auto h = std::make_unique<context_heap>();
   h->ctx = ctx;
   h->strategy = c.strategy;
-  h->flags = (c.stats ? heap_flag_stats : 0u) | (c.check ? heap_flag_checked : 0u);
+  h->flags = (c.stats ? heap_flag_stats : 0u) | (c.check ? heap_flag_checked : 0u) |
+             (c.coalesce ? 0u : heap_flag_no_coalesce);
   CUresult r = d.cuCtxGetDevice(&h->device);
   if (r != CUDA_SUCCESS) return r;
   if (d.cuCtxGetId != nullptr) d.cuCtxGetId(ctx, &h->ctx_id);

@@ -162,6 +162,12 @@ parsed<config> load_config(getenv_fn get, void* user) {
     if (!on.ok()) return {{}, on.error};
     out.value.*sw.field = on.value;
   }
+  // On unless turned off.
+  if (const char* s = get("GPUALLOC_COALESCE", user); s != nullptr && *s != '\0') {
+    auto on = parse_switch("GPUALLOC_COALESCE", s);
+    if (!on.ok()) return {{}, on.error};
+    out.value.coalesce = on.value;
+  }
   return out;
 }
 

@@ -9,6 +9,8 @@
 //   GPUALLOC_STATS      1: count allocations, print a table per context at exit
 //   GPUALLOC_CHECK      1: checked mode (double and foreign frees reported)
 //   GPUALLOC_VERBOSE    1: log heap creation and module setup to stderr
+//   GPUALLOC_COALESCE   0: every lane calls the strategy alone (default 1: the
+//                       lanes of a warp that allocate together are served together)
 #pragma once
 
 #include <cstdint>
@@ -70,6 +72,7 @@ struct config {
   bool stats = false;
   bool check = false;
   bool verbose = false;
+  bool coalesce = true;
 };
 
 // Reads every GPUALLOC_* variable through `get` (getenv, or a table in tests).

@@ -140,6 +140,7 @@ void configs() {
   CHECK(empty.value.strategy == default_strategy);
   CHECK(!empty.value.heap.is_set());
   CHECK(!empty.value.stats && !empty.value.check && !empty.value.verbose);
+  CHECK(empty.value.coalesce);  // coalescing is on unless turned off
 
   auto full = load({{"GPUALLOC_STRATEGY", "atomic"},
                     {"GPUALLOC_HEAP_SIZE", "1G"},
@@ -157,6 +158,9 @@ void configs() {
   CHECK(load({{"GPUALLOC_HEAP_SIZE", ""}}).error.find("GPUALLOC_HEAP_SIZE") != std::string::npos);
   CHECK(load({{"GPUALLOC_VERBOSE", "maybe"}}).error.find("GPUALLOC_VERBOSE") != std::string::npos);
   CHECK(load({{"GPUALLOC_HEAP_SIZE", "25%"}}).value.heap.how == heap_size::kind::percent);
+  CHECK(!load({{"GPUALLOC_COALESCE", "0"}}).value.coalesce);
+  CHECK(load({{"GPUALLOC_COALESCE", "1"}}).value.coalesce);
+  CHECK(load({{"GPUALLOC_COALESCE", "sometimes"}}).error.find("GPUALLOC_COALESCE") != std::string::npos);
 }
 
 void formatting() {
