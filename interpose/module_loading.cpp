@@ -6,6 +6,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
@@ -15,6 +16,7 @@
 #include "gpualloc/abi.h"
 #include "join.h"
 #include "log.h"
+#include "ptx_text.h"
 #include "unpinned_module.h"
 
 // Every strategy's runtime PTX (lib/runtime/<name>.ptx), embedded by cmake/Embed.cmake.
@@ -81,9 +83,45 @@ void add_jit_options(specialised_image& s, const jit_settings& j) {
   if (j.line_info) add(CU_JIT_GENERATE_LINE_INFO, 1);
 }
 
+// The pin markers (abi.h) of the image's ELF entries and of the PTX it
+// carries: the strategies its pinned parts were compiled for.
+std::set<std::string> pins_of(const image_contents& contents, const std::optional<unpinned_module>& module) {
+  std::set<std::string> pins;
+  for (const elf_image& elf : contents.elves)
+    for (std::string_view name : elf_symbols(elf.bytes, abi::pin_prefix)) pins.emplace(name);
+  if (module)
+    for (const ptx::statement& st : ptx::split(module->ptx))
+      if (st.name.substr(0, abi::pin_prefix.size()) == abi::pin_prefix) pins.emplace(st.name);
+  return pins;
+}
+
+// A module compiled with gpualloc-clang++ --gpualloc-strategy=NAME (or,
+// under -fgpu-rdc, holding such a part) runs only with GPUALLOC_STRATEGY=NAME:
+// its inlined allocator would misread another strategy's heap.
+bool pins_match(const void* image, const std::set<std::string>& pins) {
+  const std::string_view running = strategy(settings().strategy).name;
+  const std::string wanted = abi::pin_symbol(running);
+  if (pins.empty() || (pins.size() == 1 && *pins.begin() == wanted)) return true;
+  std::string names;
+  for (const std::string& pin : pins) {
+    std::string name = pin.substr(abi::pin_prefix.size());
+    for (const strategy_info& s : strategy_table)
+      if (abi::pin_symbol(s.name) == pin) name = std::string(s.name);
+    names += (names.empty() ? "'" : ", '") + name + "'";
+  }
+  GPUALLOC_LOG("module %p was compiled for strategy %s (gpualloc-clang++ --gpualloc-strategy) but this program runs "
+               "strategy '%.*s' (GPUALLOC_STRATEGY): not loaded",
+               image, names.c_str(), int(running.size()), running.data());
+  return false;
+}
+
 std::unique_ptr<specialised_image> build(const void* image, CUresult* error) {
   const image_contents contents = elf_images(image);
   std::optional<unpinned_module> module = carried_module(contents);
+  if (!pins_match(image, pins_of(contents, module))) {
+    *error = CUDA_ERROR_NOT_SUPPORTED;
+    return nullptr;
+  }
   if (!module) {
     if (contents.compressed_entries)
       GPUALLOC_VERBOSE("image %p has compressed entries; if it was built by gpualloc-clang++ without "

@@ -7,6 +7,11 @@
 // each device it runs on, and keeps the result in its compute cache
 // (CUDA_CACHE_PATH, ~/.nv/ComputeCache), so later runs load it at once.
 //
+// A pinned module (compiled with --gpualloc-strategy, or holding such a part)
+// is refused here unless its strategy is GPUALLOC_STRATEGY: its code would
+// misread another strategy's heap. The check reads the images' symbol tables,
+// so it costs the driver no failing lookups.
+//
 // Invariants:
 //  - an image that is not an unpinned module is passed through untouched;
 //  - a joined module is built once per image (keyed by its address) and

@@ -55,7 +55,7 @@ std::string name_of(CUfunction function) {
   return name;
 }
 
-// Reads the u32 module global `name`; false if the module has none.
+// Reads the u32 module global `name` of a module that has it, or returns false.
 bool read_u32(const context_heap& heap, CUmodule module, const std::string& name, std::uint32_t* value,
               CUresult* error) {
   const driver_api& d = driver();
@@ -69,34 +69,18 @@ bool read_u32(const context_heap& heap, CUmodule module, const std::string& name
   return true;
 }
 
-// A module's runtime code must speak this libgpualloc's ABI, and a module
-// compiled with gpualloc-clang++ --gpualloc-strategy=NAME (it carries the
-// pin marker of NAME; under -fgpu-rdc perhaps several) runs only on a heap of
-// that strategy: its code would misread any other's state.
-CUresult check_module(const context_heap& heap, CUmodule module, CUfunction function) {
+// A module's runtime code must speak this libgpualloc's ABI. (Whether a
+// pinned module matches the strategy was checked when it was loaded,
+// module_loading.h.)
+CUresult check_abi(const context_heap& heap, CUmodule module, CUfunction function) {
   CUresult r = CUDA_SUCCESS;
   std::uint32_t abi_version = 0;
   if (!read_u32(heap, module, std::string(abi::abi_variable), &abi_version, &r)) abi_version = 1;  // before the marker
   if (r != CUDA_SUCCESS) return r;
-  if (abi_version != abi::version) {
-    GPUALLOC_LOG("kernel %s was compiled by a gpualloc of another version (ABI %u, this libgpualloc speaks %u): "
-                 "rebuild it with this gpualloc-clang++; not launched",
-                 name_of(function).c_str(), abi_version, abi::version);
-    return CUDA_ERROR_NOT_SUPPORTED;
-  }
-  std::string pins;
-  bool other = false;
-  for (const strategy_info& s : strategy_table) {
-    std::uint32_t id = 0;
-    if (!read_u32(heap, module, abi::pin_symbol(s.name), &id, &r)) continue;
-    if (r != CUDA_SUCCESS) return r;
-    pins += (pins.empty() ? "'" : ", '") + std::string(s.name) + "'";
-    other |= s.id != heap.strategy;
-  }
-  if (!other) return CUDA_SUCCESS;
-  GPUALLOC_LOG("kernel %s was compiled for strategy %s (gpualloc-clang++ --gpualloc-strategy) but this program runs "
-               "strategy '%s' (GPUALLOC_STRATEGY): not launched",
-               name_of(function).c_str(), pins.c_str(), std::string(strategy(heap.strategy).name).c_str());
+  if (abi_version == abi::version) return CUDA_SUCCESS;
+  GPUALLOC_LOG("kernel %s was compiled by a gpualloc of another version (ABI %u, this libgpualloc speaks %u): "
+               "rebuild it with this gpualloc-clang++; not launched",
+               name_of(function).c_str(), abi_version, abi::version);
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
@@ -144,7 +128,7 @@ CUresult prepare_slow(CUcontext ctx, void* handle, function_entry* out) {
   context_heap* heap = nullptr;
   if ((r = ensure_heap(ctx, &heap)) != CUDA_SUCCESS) return r;
   if (!cache().modules_ready.count({ctx, module})) {
-    if ((r = check_module(*heap, module, function)) != CUDA_SUCCESS) return r;
+    if ((r = check_abi(*heap, module, function)) != CUDA_SUCCESS) return r;
     if ((r = write_heap_pointer(*heap, variable)) != CUDA_SUCCESS) {
       GPUALLOC_LOG("cannot set up module %p in context %llu: %s", static_cast<void*>(module), heap->ctx_id,
                    error_name(r));

@@ -85,13 +85,17 @@ image_contents elf_images(const void* image) {
   return out;
 }
 
-std::optional<std::string_view> elf_global(std::string_view elf, std::string_view symbol) {
+namespace {
+
+// Calls visit(name, symbol entry offset) for each symbol of `elf` until it returns true.
+template <class Visit>
+void for_each_symbol(std::string_view elf, Visit&& visit) {
   const auto* base = elf.data();
   const std::uint64_t size = elf.size();
-  if (size < 64 || !is_elf64(base)) return std::nullopt;
+  if (size < 64 || !is_elf64(base)) return;
   const std::uint64_t shoff = read<std::uint64_t>(base, 0x28);
   const std::uint16_t shentsize = read<std::uint16_t>(base, 0x3a), shnum = read<std::uint16_t>(base, 0x3c);
-  if (shentsize < 64 || shoff + std::uint64_t{shentsize} * shnum > size) return std::nullopt;
+  if (shentsize < 64 || shoff + std::uint64_t{shentsize} * shnum > size) return;
   auto section = [&](std::uint32_t i) { return shoff + std::uint64_t{i} * shentsize; };
   for (std::uint16_t s = 0; s < shnum; ++s) {
     if (read<std::uint32_t>(base, section(s) + 4) != section_symtab) continue;
@@ -106,20 +110,42 @@ std::optional<std::string_view> elf_global(std::string_view elf, std::string_vie
       const std::uint32_t name = read<std::uint32_t>(base, sym);
       if (name >= strings_bytes) continue;
       const char* text = base + strings + name;
-      const std::size_t length = strnlen(text, strings_bytes - name);
-      if (std::string_view(text, length) != symbol) continue;
-      const std::uint16_t index = read<std::uint16_t>(base, sym + 6);
-      const std::uint64_t value = read<std::uint64_t>(base, sym + 8), bytes = read<std::uint64_t>(base, sym + 16);
-      if (index == 0 || index >= shnum) return std::nullopt;
-      const std::uint64_t address = read<std::uint64_t>(base, section(index) + 0x10);
-      const std::uint64_t offset = read<std::uint64_t>(base, section(index) + 0x18);
-      const std::uint64_t section_bytes = read<std::uint64_t>(base, section(index) + 0x20);
-      const std::uint64_t within = value >= address ? value - address : value;
-      if (within + bytes > section_bytes || offset + section_bytes > size) return std::nullopt;
-      return std::string_view(base + offset + within, bytes);
+      if (visit(std::string_view(text, strnlen(text, strings_bytes - name)), sym)) return;
     }
   }
-  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<std::string_view> elf_symbols(std::string_view elf, std::string_view prefix) {
+  std::vector<std::string_view> out;
+  for_each_symbol(elf, [&](std::string_view name, std::uint64_t) {
+    if (name.substr(0, prefix.size()) == prefix) out.push_back(name);
+    return false;
+  });
+  return out;
+}
+
+std::optional<std::string_view> elf_global(std::string_view elf, std::string_view symbol) {
+  std::optional<std::string_view> found;
+  const auto* base = elf.data();
+  for_each_symbol(elf, [&](std::string_view name, std::uint64_t sym) {
+    if (name != symbol) return false;
+    const std::uint64_t shoff = read<std::uint64_t>(base, 0x28);
+    const std::uint16_t shentsize = read<std::uint16_t>(base, 0x3a), shnum = read<std::uint16_t>(base, 0x3c);
+    const std::uint16_t index = read<std::uint16_t>(base, sym + 6);
+    const std::uint64_t value = read<std::uint64_t>(base, sym + 8), bytes = read<std::uint64_t>(base, sym + 16);
+    if (index == 0 || index >= shnum) return true;
+    const std::uint64_t header = shoff + std::uint64_t{index} * shentsize;
+    const std::uint64_t address = read<std::uint64_t>(base, header + 0x10);
+    const std::uint64_t offset = read<std::uint64_t>(base, header + 0x18);
+    const std::uint64_t section_bytes = read<std::uint64_t>(base, header + 0x20);
+    const std::uint64_t within = value >= address ? value - address : value;
+    if (within + bytes <= section_bytes && offset + section_bytes <= elf.size())
+      found = std::string_view(base + offset + within, bytes);
+    return true;
+  });
+  return found;
 }
 
 }  // namespace gpualloc

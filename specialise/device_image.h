@@ -31,6 +31,9 @@ image_contents elf_images(const void* image);
 // The bytes of the global `symbol` defined in `elf`, if it has one.
 std::optional<std::string_view> elf_global(std::string_view elf, std::string_view symbol);
 
+// The names of the symbols of `elf` that start with `prefix`.
+std::vector<std::string_view> elf_symbols(std::string_view elf, std::string_view prefix);
+
 // The size of an ELF image from its headers (the end of its last section or
 // header table), or 0 if `image` is not a 64-bit little-endian ELF.
 std::uint64_t elf_size(const void* image);

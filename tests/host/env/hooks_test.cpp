@@ -258,7 +258,8 @@ std::string read_file(const char* path) {
 
 // Loading: an unpinned module (compiled without --gpualloc-strategy) reaches
 // the driver as its own PTX joined with the strategy's runtime, with the JIT
-// options of its compile; a pinned one, untouched. argv: the two cubins.
+// options of its compile; a pinned one, untouched (or refused under another
+// strategy). argv: the two cubins.
 void loads(const char* unpinned_path, const char* pinned_path) {
   auto last_ptx = side_door<const char* (*)()>("fake_last_loaded_ptx");
   auto last_option = side_door<long (*)(int)>("fake_last_jit_option");
@@ -298,11 +299,17 @@ void loads(const char* unpinned_path, const char* pinned_path) {
   CHECK(specialised(last_ptx()));
   CHECK(last_option(CU_JIT_OPTIMIZATION_LEVEL) == 1);
 
-  // A pinned module carries its runtime: the driver gets the image itself.
+  // A module pinned to atomic carries its runtime: the driver gets the image
+  // itself, under atomic; under another strategy the load is refused.
   const int before = program_images();
   const std::string previous = last_ptx();
-  CHECK(load_data(&m, pinned.data()) == CUDA_SUCCESS);
-  CHECK(program_images() == before + 1 && previous == last_ptx());
+  if (strategy == "atomic") {
+    CHECK(load_data(&m, pinned.data()) == CUDA_SUCCESS);
+    CHECK(program_images() == before + 1 && previous == last_ptx());
+  } else {
+    CHECK(load_data(&m, pinned.data()) == CUDA_ERROR_NOT_SUPPORTED);
+    CHECK(program_images() == before);
+  }
 }
 
 }  // namespace
