@@ -180,12 +180,15 @@ void test_full_heap(const strategy_info& s) {
     FAIL("%.*s full heap: a warp's 32000 failed requests served %d and moved the pointer by %" PRIu64 " B", NAME(s),
          served.load(), next - full);
 
-  // As after 2^64 - 64 KiB bytes of failed requests.
-  next = std::uint64_t{0} - (64u << 10);
+  // As if concurrent failed requests had pushed the pointer past 2^62: the
+  // next failed request brings it back to the end instead of toward a wrap.
+  next = (std::uint64_t{1} << 62) + (64u << 10);
   void* first = gpualloc::heap_malloc(h, 128u << 10);
   void* second = gpualloc::heap_malloc(h, 64);
   if (first != nullptr || second != nullptr)
-    FAIL("%.*s full heap: a bump pointer about to wrap handed out %p and %p (live memory)", NAME(s), first, second);
+    FAIL("%.*s full heap: a runaway bump pointer handed out %p and %p (live memory)", NAME(s), first, second);
+  if (next >= (std::uint64_t{1} << 62))
+    FAIL("%.*s full heap: a runaway bump pointer (%" PRIu64 ") was not brought back to the end", NAME(s), next);
   std::printf("  full heap: 132000 failed requests left the bump pointer at %" PRIu64 " B (arena %" PRIu64 " B)\n",
               full, heap.arena_bytes());
 }
