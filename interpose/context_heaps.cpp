@@ -1,6 +1,8 @@
 // Heap creation, reset and teardown per context (see context_heaps.h).
 #include "context_heaps.h"
 
+#include <pthread.h>
+
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -12,7 +14,6 @@
 #include "gpualloc/abi.h"
 #include "gpualloc/dispatch.h"
 #include "log.h"
-#include "module_setup.h"
 #include "statistics.h"
 
 // The init kernel (runtime/src/init.cu) as a fatbin, embedded by cmake/Embed.cmake.
@@ -21,32 +22,46 @@ extern "C" const gpualloc::embedded_file gpualloc_init_fatbin[];
 namespace gpualloc::interpose {
 namespace {
 
-// All tables live forever (never destroyed): hooks may run during exit,
-// after static destructors.
+// The tables and their lock. Never destroyed (hooks may run during exit,
+// after static destructors); replaced, not cleaned, in a forked child.
 struct tables {
-  std::unordered_map<CUcontext, std::unique_ptr<context_heap>> heaps;
-  std::unordered_map<CUcontext, std::uint64_t> wishes;
+  std::mutex lock;
+  std::unordered_map<unsigned long long, heap_ref> heaps;  // by context id
+  std::unordered_map<unsigned long long, std::uint64_t> wishes;
 };
 
+tables* current_tables = nullptr;
+
+void fresh_tables_in_child() { current_tables = new tables(); }
+
 tables& state() {
-  static tables* t = new tables();
-  return *t;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    current_tables = new tables();
+    pthread_atfork(nullptr, nullptr, fresh_tables_in_child);
+  });
+  return *current_tables;
 }
 
 std::string strategy_name(strategy_id id) { return std::string(strategy(id).name); }
 
-// Bytes to allocate for a non-cuda heap of ctx (current).
-std::uint64_t planned_bytes(CUcontext ctx, std::uint64_t free_bytes) {
+constexpr std::uint64_t largest_heap = env::largest_heap_bytes;
+
+// Bytes to allocate for a heap with an arena in ctx (current).
+std::uint64_t planned_bytes(unsigned long long key, std::uint64_t free_bytes) {
   const env::config& c = settings();
   std::uint64_t bytes;
-  if (c.heap.is_set())
+  if (c.heap.is_set()) {
     bytes = c.heap.resolve(free_bytes);
-  else if (auto it = state().wishes.find(ctx); it != state().wishes.end())
-    bytes = it->second;
-  else
-    bytes = env::default_heap_bytes(free_bytes);
+  } else {
+    tables& t = state();
+    std::lock_guard<std::mutex> lock(t.lock);
+    auto it = t.wishes.find(key);
+    bytes = it != t.wishes.end() ? it->second : env::default_heap_bytes(free_bytes);
+  }
   const std::uint64_t minimum = sizeof(heap_header) + 2 * arena_alignment;
   if (bytes < minimum) bytes = minimum;
+  if (bytes > largest_heap) bytes = largest_heap;  // the allocation then fails with a message
   return round_up(bytes, arena_alignment);
 }
 
@@ -98,95 +113,127 @@ CUresult initialise(context_heap& h) {
   return d.cuStreamSynchronize(h.stream);
 }
 
-}  // namespace
-
-std::mutex& state_lock() {
-  static std::mutex* m = new std::mutex();
-  return *m;
-}
-
-context_heap* find_heap(CUcontext ctx) {
-  auto it = state().heaps.find(ctx);
-  return it == state().heaps.end() ? nullptr : it->second.get();
-}
-
-CUresult ensure_heap(CUcontext ctx, context_heap** out) {
-  if ((*out = find_heap(ctx)) != nullptr) return CUDA_SUCCESS;
+// Creates h's heap (h.ctx current; h.busy held). Releases what it made if it fails.
+CUresult create(context_heap& h) {
   const driver_api& d = driver();
   const env::config& c = settings();
   const auto started = std::chrono::steady_clock::now();
   relaxed_capture_scope relaxed;
 
-  auto h = std::make_unique<context_heap>();
-  h->ctx = ctx;
-  h->strategy = c.strategy;
-  h->flags = (c.stats ? heap_flag_stats : 0u) | (c.check ? heap_flag_checked : 0u) |
-             (c.coalesce ? 0u : heap_flag_no_coalesce);
-  CUresult r = d.cuCtxGetDevice(&h->device);
+  h.strategy = c.strategy;
+  h.flags = (c.stats ? heap_flag_stats : 0u) | (c.check ? heap_flag_checked : 0u) |
+            (c.coalesce ? 0u : heap_flag_no_coalesce);
+  CUresult r = d.cuCtxGetDevice(&h.device);
   if (r != CUDA_SUCCESS) return r;
-  if (d.cuCtxGetId != nullptr) d.cuCtxGetId(ctx, &h->ctx_id);
   size_t free_bytes = 0, total_bytes = 0;
   if ((r = d.cuMemGetInfo_v2(&free_bytes, &total_bytes)) != CUDA_SUCCESS) return r;
 
-  if (h->strategy == strategy_id::cuda) {
+  if (!manages_arena(h.strategy)) {
     // CUDA's heap holds the blocks; ours is only the header the runtime reads.
     // Its size: GPUALLOC_HEAP_SIZE, else what the program set (passed through
     // already), else gpualloc's default rather than CUDA's 8 MiB.
-    const bool program_chose = state().wishes.count(ctx) != 0;
-    if (c.heap.is_set() || !program_chose) {
+    if (c.heap.is_set() || !has_heap_wish(h.ctx)) {
       const std::uint64_t wanted =
           c.heap.is_set() ? c.heap.resolve(free_bytes) : env::default_heap_bytes(free_bytes);
       CUresult limit = d.cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, wanted);
       if (limit != CUDA_SUCCESS)
         GPUALLOC_LOG("warning: cannot set CUDA's heap to %s (%llu bytes) in context %llu: %s (a kernel using "
                      "CUDA's malloc already ran?)",
-                     env::format_bytes(wanted).c_str(), static_cast<unsigned long long>(wanted), h->ctx_id,
+                     env::format_bytes(wanted).c_str(), static_cast<unsigned long long>(wanted), h.ctx_id,
                      error_name(limit));
     }
     size_t limit = 0;
     d.cuCtxGetLimit(&limit, CU_LIMIT_MALLOC_HEAP_SIZE);
-    h->cuda_heap_bytes = limit;
-    h->bytes = round_up(sizeof(heap_header), 256);
+    h.cuda_heap_bytes = limit;
+    h.bytes = round_up(sizeof(heap_header), 256);
   } else {
-    h->bytes = planned_bytes(ctx, free_bytes);
+    h.bytes = planned_bytes(h.ctx_id, free_bytes);
   }
 
-  r = d.cuMemAlloc_v2(&h->header, h->bytes);
+  r = d.cuMemAlloc_v2(&h.header, h.bytes);
   if (r != CUDA_SUCCESS) {
     GPUALLOC_LOG("cannot allocate the %s heap of context %llu on device %d: tried %s (%llu bytes), %s (%llu bytes) "
                  "free of %s: %s; set GPUALLOC_HEAP_SIZE to a smaller size",
-                 strategy_name(h->strategy).c_str(), h->ctx_id, h->device, env::format_bytes(h->bytes).c_str(),
-                 static_cast<unsigned long long>(h->bytes), env::format_bytes(free_bytes).c_str(),
+                 strategy_name(h.strategy).c_str(), h.ctx_id, h.device, env::format_bytes(h.bytes).c_str(),
+                 static_cast<unsigned long long>(h.bytes), env::format_bytes(free_bytes).c_str(),
                  static_cast<unsigned long long>(free_bytes), env::format_bytes(total_bytes).c_str(), error_name(r));
+    h.header = 0;
     return r;
   }
-  r = d.cuStreamCreate(&h->stream, CU_STREAM_NON_BLOCKING);
-  if (r == CUDA_SUCCESS) r = initialise(*h);
+  r = d.cuStreamCreate(&h.stream, CU_STREAM_NON_BLOCKING);
+  if (r == CUDA_SUCCESS) r = initialise(h);
   if (r != CUDA_SUCCESS) {
-    GPUALLOC_LOG("cannot initialise the %s heap of context %llu on device %d: %s", strategy_name(h->strategy).c_str(),
-                 h->ctx_id, h->device, error_name(r));
-    d.cuMemFree_v2(h->header);
+    GPUALLOC_LOG("cannot initialise the %s heap of context %llu on device %d: %s", strategy_name(h.strategy).c_str(),
+                 h.ctx_id, h.device, error_name(r));
+    if (h.init_module != nullptr) d.cuModuleUnload(h.init_module);
+    if (h.stream != nullptr) d.cuStreamDestroy_v2(h.stream);
+    d.cuMemFree_v2(h.header);
+    h.init_module = nullptr, h.init_kernel = nullptr, h.stream = nullptr, h.header = 0;
     return r;
   }
 
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-  if (h->strategy == strategy_id::cuda)
-    GPUALLOC_VERBOSE("context %llu (device %d): strategy cuda, CUDA's heap %s, header at 0x%llx (%.1f ms)", h->ctx_id,
-                     h->device, env::format_bytes(h->cuda_heap_bytes).c_str(),
-                     static_cast<unsigned long long>(h->header), ms);
+  if (!manages_arena(h.strategy))
+    GPUALLOC_VERBOSE("context %llu (device %d): strategy %s, CUDA's heap %s, header at 0x%llx (%.1f ms)", h.ctx_id,
+                     h.device, strategy_name(h.strategy).c_str(), env::format_bytes(h.cuda_heap_bytes).c_str(),
+                     static_cast<unsigned long long>(h.header), ms);
   else
     GPUALLOC_VERBOSE("context %llu (device %d): strategy %s, heap %s at 0x%llx, %s free before, %d init phase(s) (%.1f ms)",
-                     h->ctx_id, h->device, strategy_name(h->strategy).c_str(), env::format_bytes(h->bytes).c_str(),
-                     static_cast<unsigned long long>(h->header), env::format_bytes(free_bytes).c_str(),
-                     init_phases(h->strategy), ms);
+                     h.ctx_id, h.device, strategy_name(h.strategy).c_str(), env::format_bytes(h.bytes).c_str(),
+                     static_cast<unsigned long long>(h.header), env::format_bytes(free_bytes).c_str(),
+                     init_phases(h.strategy), ms);
+  return CUDA_SUCCESS;
+}
 
-  register_exit_report();
-  *out = h.get();
-  state().heaps.emplace(ctx, std::move(h));
+}  // namespace
+
+std::uint64_t context_heap::shown_bytes() const { return manages_arena(strategy) ? bytes : cuda_heap_bytes; }
+
+unsigned long long context_key(CUcontext ctx) {
+  unsigned long long id = 0;
+  const driver_api& d = driver();
+  if (d.cuCtxGetId != nullptr && d.cuCtxGetId(ctx, &id) == CUDA_SUCCESS) return id;
+  return reinterpret_cast<std::uintptr_t>(ctx);
+}
+
+heap_ref find_heap(CUcontext ctx) {
+  const unsigned long long key = context_key(ctx);
+  tables& t = state();
+  std::lock_guard<std::mutex> lock(t.lock);
+  auto it = t.heaps.find(key);
+  return it != t.heaps.end() && it->second->ready ? it->second : nullptr;
+}
+
+CUresult ensure_heap(CUcontext ctx, heap_ref* out) {
+  const unsigned long long key = context_key(ctx);
+  tables& t = state();
+  heap_ref h;
+  {
+    std::lock_guard<std::mutex> lock(t.lock);
+    heap_ref& slot = t.heaps[key];
+    if (slot == nullptr) {
+      slot = std::make_shared<context_heap>();
+      slot->ctx = ctx;
+      slot->ctx_id = key;
+    }
+    h = slot;
+  }
+  std::lock_guard<std::mutex> busy(h->busy);
+  if (!h->ready) {
+    if (CUresult r = create(*h); r != CUDA_SUCCESS) {
+      std::lock_guard<std::mutex> lock(t.lock);
+      if (auto it = t.heaps.find(key); it != t.heaps.end() && it->second == h) t.heaps.erase(it);
+      return r;
+    }
+    h->ready = true;
+    register_exit_report();
+  }
+  *out = h;
   return CUDA_SUCCESS;
 }
 
 CUresult reset_heap(context_heap& h) {
+  std::lock_guard<std::mutex> busy(h.busy);
   context_scope scope(h.ctx);
   if (scope.status() != CUDA_SUCCESS) return scope.status();
   relaxed_capture_scope relaxed;
@@ -196,52 +243,81 @@ CUresult reset_heap(context_heap& h) {
   return initialise(h);
 }
 
-CUresult read_counters(context_heap& h, heap_counters* out) {
+CUresult read_counters(context_heap& h, heap_counters* out, bool whole_context, CUstream stream) {
   const driver_api& d = driver();
+  std::lock_guard<std::mutex> busy(h.busy);
   context_scope scope(h.ctx);
   if (scope.status() != CUDA_SUCCESS) return scope.status();
   relaxed_capture_scope relaxed;
-  CUresult r = d.cuCtxSynchronize();
+  CUresult r = whole_context ? d.cuCtxSynchronize() : d.cuStreamSynchronize(stream);
   if (r == CUDA_SUCCESS)
     r = d.cuMemcpyDtoHAsync_v2(out, h.header + offsetof(heap_header, counters), sizeof(heap_counters), h.stream);
   if (r == CUDA_SUCCESS) r = d.cuStreamSynchronize(h.stream);
   return r;
 }
 
-void retire_context(CUcontext ctx, const heap_counters* known) {
-  forget_context_modules(ctx);
-  state().wishes.erase(ctx);
-  auto it = state().heaps.find(ctx);
-  if (it == state().heaps.end()) return;
-  context_heap& h = *it->second;
+void retire_context(unsigned long long key, const heap_counters* known) {
+  tables& t = state();
+  heap_ref h;
+  {
+    std::lock_guard<std::mutex> lock(t.lock);
+    t.wishes.erase(key);
+    auto it = t.heaps.find(key);
+    if (it == t.heaps.end()) return;
+    h = it->second;
+    t.heaps.erase(it);
+  }
+  if (!h->ready) return;
   if (settings().stats || settings().check) {
     heap_counters counters{};
     CUresult r = CUDA_SUCCESS;
     if (known != nullptr)
       counters = *known;
     else
-      r = read_counters(h, &counters);
+      r = read_counters(*h, &counters, true);
     if (r == CUDA_SUCCESS)
-      remember_retired(h, counters);
+      remember_retired(*h, counters);
     else
-      GPUALLOC_LOG("cannot read the statistics of context %llu before it goes away: %s", h.ctx_id, error_name(r));
+      GPUALLOC_LOG("cannot read the statistics of context %llu before it goes away: %s", h->ctx_id, error_name(r));
   }
-  GPUALLOC_VERBOSE("context %llu (device %d) goes away with its heap", h.ctx_id, h.device);
+  GPUALLOC_VERBOSE("context %llu (device %d) goes away with its heap", h->ctx_id, h->device);
   // The memory, the stream and the init module go with the context.
-  state().heaps.erase(it);
 }
 
-void set_heap_wish(CUcontext ctx, std::uint64_t bytes) { state().wishes[ctx] = bytes; }
+bool set_heap_wish(CUcontext ctx, std::uint64_t bytes) {
+  if (bytes > largest_heap) {
+    GPUALLOC_LOG("cudaDeviceSetLimit(cudaLimitMallocHeapSize, %llu): no device has that much memory",
+                 static_cast<unsigned long long>(bytes));
+    return false;
+  }
+  const unsigned long long key = context_key(ctx);
+  tables& t = state();
+  std::lock_guard<std::mutex> lock(t.lock);
+  t.wishes[key] = bytes;
+  return true;
+}
+
+bool has_heap_wish(CUcontext ctx) {
+  const unsigned long long key = context_key(ctx);
+  tables& t = state();
+  std::lock_guard<std::mutex> lock(t.lock);
+  return t.wishes.count(key) != 0;
+}
 
 std::uint64_t heap_size_for_limit(CUcontext ctx) {
-  if (context_heap* h = find_heap(ctx)) return h->bytes;
+  if (heap_ref h = find_heap(ctx)) return h->bytes;
   size_t free_bytes = 0, total_bytes = 0;
   driver().cuMemGetInfo_v2(&free_bytes, &total_bytes);
-  return planned_bytes(ctx, free_bytes);
+  return planned_bytes(context_key(ctx), free_bytes);
 }
 
-void for_each_heap_impl(void (*fn)(context_heap&, void*), void* user) {
-  for (auto& [ctx, h] : state().heaps) fn(*h, user);
+std::vector<heap_ref> all_heaps() {
+  tables& t = state();
+  std::lock_guard<std::mutex> lock(t.lock);
+  std::vector<heap_ref> out;
+  for (auto& [key, h] : t.heaps)
+    if (h->ready) out.push_back(h);
+  return out;
 }
 
 }  // namespace gpualloc::interpose

@@ -37,6 +37,8 @@ namespace gpualloc::interpose {
   X(cuMemcpyDtoHAsync_v2, CUresult, (void*, CUdeviceptr, size_t, CUstream))                          \
   X(cuStreamCreate, CUresult, (CUstream*, unsigned int))                                             \
   X(cuStreamSynchronize, CUresult, (CUstream))                                                       \
+  X(cuStreamDestroy_v2, CUresult, (CUstream))                                                        \
+  X(cuModuleUnload, CUresult, (CUmodule))                                                            \
   X(cuStreamIsCapturing, CUresult, (CUstream, CUstreamCaptureStatus*))                               \
   X(cuStreamIsCapturing_ptsz, CUresult, (CUstream, CUstreamCaptureStatus*))                         \
   X(cuThreadExchangeStreamCaptureMode, CUresult, (CUstreamCaptureMode*))                             \

@@ -32,6 +32,7 @@
 
 #include "context_heaps.h"
 #include "driver.h"
+#include "gpualloc/dispatch.h"
 #include "log.h"
 #include "module_loading.h"
 #include "module_setup.h"
@@ -63,6 +64,7 @@ namespace {
   X(cuGraphExecKernelNodeSetParams, graph_exec_kernel_params_v1)            \
   X(cuGraphExecKernelNodeSetParams_v2, graph_exec_kernel_params_v2)         \
   X(cuGraphExecNodeSetParams, graph_exec_node_params)                       \
+  X(cuGraphExecChildGraphNodeSetParams, graph_exec_child_params)            \
   X(cuGraphAddKernelNode, graph_add_kernel_node_v1)                         \
   X(cuGraphAddKernelNode_v2, graph_add_kernel_node_v2)                      \
   X(cuGraphKernelNodeSetParams, graph_kernel_params_v1)                     \
@@ -112,8 +114,10 @@ void* wrap_driver_function(const char* symbol, void* p, bool from_proc_address);
 template <class Fn, class... Rest>
 CUresult impl_get_proc_address_v1(Fn real, bool, const char* symbol, void** pfn, Rest... rest) {
   CUresult r = real(symbol, pfn, rest...);
-  if (r == CUDA_SUCCESS && pfn != nullptr && *pfn != nullptr && symbol != nullptr)
+  if (r == CUDA_SUCCESS && pfn != nullptr && *pfn != nullptr && symbol != nullptr) {
     *pfn = wrap_driver_function(symbol, *pfn, true);
+    if (*pfn == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  }
   return r;
 }
 template <class Fn, class... Rest>
@@ -254,13 +258,48 @@ GPUALLOC_NODE_FAMILY(graph_add_kernel_node_v1)
 GPUALLOC_NODE_FAMILY(graph_add_kernel_node_v2)
 GPUALLOC_NODE_FAMILY(graph_kernel_params_v1)
 GPUALLOC_NODE_FAMILY(graph_kernel_params_v2)
-GPUALLOC_NODE_FAMILY(graph_add_node_v1)
-GPUALLOC_NODE_FAMILY(graph_add_node_v2)
 GPUALLOC_NODE_FAMILY(graph_node_params)
 #undef GPUALLOC_NODE_FAMILY
 
+// cuGraphAddNode: as above, and a conditional node's body graphs are
+// remembered (CUDA 13 cannot list them later; prepare_graph needs them).
+template <class Fn, class... Args>
+CUresult add_node_then_remember(Fn real, CUgraphNode* node, Args... args) {
+  CUgraphNodeParams* params = std::get<sizeof...(Args) - 1>(std::tie(args...));
+  if (CUresult r = prepare_node(params); r != CUDA_SUCCESS) return r;
+  CUresult r = real(node, args...);
+  if (r == CUDA_SUCCESS && node != nullptr && params != nullptr && params->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+    remember_conditional_bodies(*node, params->conditional.phGraph_out, params->conditional.size);
+  return r;
+}
+template <class Fn, class... Args>
+CUresult impl_graph_add_node_v1(Fn real, bool, CUgraphNode* node, Args... args) {
+  return add_node_then_remember(real, node, args...);
+}
+template <class Fn, class... Args>
+CUresult impl_graph_add_node_v2(Fn real, bool, CUgraphNode* node, Args... args) {
+  return add_node_then_remember(real, node, args...);
+}
+
+// A child graph swapped into an instantiated graph.
+#define graph_exec_child_params_PARAMS (CUgraphExec exec, CUgraphNode node, CUgraph child)
+#define graph_exec_child_params_ARGS exec, node, child
+template <class Fn>
+CUresult impl_graph_exec_child_params(Fn real, bool, CUgraphExec exec, CUgraphNode node, CUgraph child) {
+  if (CUresult r = prepare_graph(child); r != CUDA_SUCCESS) return r;
+  return real(exec, node, child);
+}
+
+// The heap limit of a strategy with an arena is ours to answer; one without
+// (`cuda`) keeps CUDA's.
 bool heap_limit_is_ours(CUlimit limit) {
-  return limit == CU_LIMIT_MALLOC_HEAP_SIZE && settings().strategy != strategy_id::cuda && driver().loaded;
+  return limit == CU_LIMIT_MALLOC_HEAP_SIZE && manages_arena(settings().strategy) && driver().loaded;
+}
+
+// Forgets a context that is about to go away (its heap, wish, module caches).
+void retire(CUcontext ctx, unsigned long long key, const heap_counters* known) {
+  retire_context(key, known);
+  forget_context_modules(key);
 }
 
 #define ctx_set_limit_PARAMS (CUlimit limit, size_t value)
@@ -272,20 +311,16 @@ bool heap_limit_is_ours(CUlimit limit) {
 template <class Fn>
 CUresult impl_ctx_set_limit(Fn real, bool, CUlimit limit, size_t value) {
   CUcontext ctx = nullptr;
-  if (limit == CU_LIMIT_MALLOC_HEAP_SIZE && settings().strategy == strategy_id::cuda && driver().loaded) {
+  if (limit == CU_LIMIT_MALLOC_HEAP_SIZE && !manages_arena(settings().strategy) && driver().loaded) {
     // CUDA's own heap: pass through, and remember that the program chose its
     // size, so the heap is not set to gpualloc's default later.
     CUresult r = real(limit, value);
-    if (r == CUDA_SUCCESS && driver().cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr) {
-      std::lock_guard<std::mutex> lock(state_lock());
-      set_heap_wish(ctx, value);
-    }
+    if (r == CUDA_SUCCESS && driver().cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr) set_heap_wish(ctx, value);
     return r;
   }
   if (!heap_limit_is_ours(limit) || driver().cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr)
     return real(limit, value);
-  std::lock_guard<std::mutex> lock(state_lock());
-  if (context_heap* h = find_heap(ctx)) {
+  if (heap_ref h = find_heap(ctx)) {
     if (value == h->bytes) return CUDA_SUCCESS;
     GPUALLOC_VERBOSE("cudaDeviceSetLimit(cudaLimitMallocHeapSize, %zu) after the heap of context %llu was created "
                      "(%llu bytes): refused",
@@ -296,8 +331,7 @@ CUresult impl_ctx_set_limit(Fn real, bool, CUlimit limit, size_t value) {
     GPUALLOC_VERBOSE("the program asks for a %zu-byte heap; GPUALLOC_HEAP_SIZE wins", value);
   else
     GPUALLOC_VERBOSE("the program asks for a %zu-byte heap", value);
-  set_heap_wish(ctx, value);
-  return CUDA_SUCCESS;
+  return set_heap_wish(ctx, value) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 #define ctx_get_limit_PARAMS (size_t * value, CUlimit limit)
@@ -309,7 +343,6 @@ CUresult impl_ctx_get_limit(Fn real, bool, size_t* value, CUlimit limit) {
   if (value == nullptr || !heap_limit_is_ours(limit) || driver().cuCtxGetCurrent(&ctx) != CUDA_SUCCESS ||
       ctx == nullptr)
     return real(value, limit);
-  std::lock_guard<std::mutex> lock(state_lock());
   *value = heap_size_for_limit(ctx);
   return CUDA_SUCCESS;
 }
@@ -319,10 +352,7 @@ CUresult impl_ctx_get_limit(Fn real, bool, size_t* value, CUlimit limit) {
 
 template <class Fn>
 CUresult impl_ctx_destroy(Fn real, bool, CUcontext ctx) {
-  if (driver().loaded && ctx != nullptr) {
-    std::lock_guard<std::mutex> lock(state_lock());
-    retire_context(ctx, nullptr);
-  }
+  if (driver().loaded && ctx != nullptr) retire(ctx, context_key(ctx), nullptr);
   return real(ctx);
 }
 
@@ -343,10 +373,7 @@ CUcontext active_primary_context(CUdevice dev) {
 
 template <class Fn>
 CUresult impl_primary_ctx_reset(Fn real, bool, CUdevice dev) {
-  if (CUcontext ctx = active_primary_context(dev)) {
-    std::lock_guard<std::mutex> lock(state_lock());
-    retire_context(ctx, nullptr);
-  }
+  if (CUcontext ctx = active_primary_context(dev)) retire(ctx, context_key(ctx), nullptr);
   return real(dev);
 }
 
@@ -360,12 +387,13 @@ template <class Fn>
 CUresult impl_primary_ctx_release(Fn real, bool, CUdevice dev) {
   CUcontext ctx = active_primary_context(dev);
   if (ctx == nullptr) return real(dev);
-  std::lock_guard<std::mutex> lock(state_lock());
-  context_heap* heap = find_heap(ctx);
+  const unsigned long long key = context_key(ctx);
+  heap_ref heap = find_heap(ctx);
   heap_counters counters{};
-  bool have_counters = heap != nullptr && (settings().stats || settings().check) && read_counters(*heap, &counters) == CUDA_SUCCESS;
+  bool have_counters = heap != nullptr && (settings().stats || settings().check) &&
+                       read_counters(*heap, &counters, true) == CUDA_SUCCESS;
   CUresult r = real(dev);
-  if (r == CUDA_SUCCESS && active_primary_context(dev) != ctx) retire_context(ctx, have_counters ? &counters : nullptr);
+  if (r == CUDA_SUCCESS && active_primary_context(dev) != ctx) retire(ctx, key, have_counters ? &counters : nullptr);
   return r;
 }
 
@@ -565,11 +593,15 @@ void* wrap_driver_function(const char* symbol, void* p, bool from_proc_address) 
   hook_entry* e = from_proc_address ? identify(symbol, p) : find_entry(symbol);
   if (e == nullptr) {
     if (from_proc_address && symbol_is_hooked(symbol)) {
+      // A variant libgpualloc cannot wrap: kernels launched or modules loaded
+      // through it would miss their heap or their specialisation and fail
+      // later, far from the cause. Refuse it here instead.
       Dl_info info;
       const char* name = dladdr(p, &info) != 0 && info.dli_sname != nullptr ? info.dli_sname : "an unexported function";
-      GPUALLOC_LOG("warning: cuGetProcAddress(\"%s\") returned %s, which libgpualloc does not know; calls through it "
-                   "are not intercepted",
+      GPUALLOC_LOG("cuGetProcAddress(\"%s\") returned %s, a variant this libgpualloc cannot intercept (a newer "
+                   "driver or runtime?): refused",
                    symbol, name);
+      return nullptr;
     }
     return p;
   }

@@ -79,7 +79,7 @@ parsed<heap_size> parse_heap_size(std::string_view text) {
   std::uint64_t multiplier = suffix_multiplier(suffix);
   if (multiplier == 0) return fail("unknown unit (use K, M, G, T, or %)");
   long double bytes = static_cast<long double>(number) * static_cast<long double>(multiplier);
-  if (bytes >= 18446744073709551616.0L) return fail("too large");
+  if (bytes > static_cast<long double>(largest_heap_bytes)) return fail("larger than any device (at most 64 PiB)");
   out.value.how = heap_size::kind::bytes;
   out.value.bytes = static_cast<std::uint64_t>(std::floor(bytes));
   if (out.value.bytes == 0) return fail("must be more than 0 bytes");

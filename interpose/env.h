@@ -42,6 +42,10 @@ struct parsed {
   bool ok() const { return error.empty(); }
 };
 
+// No device has this much memory: a larger size is a mistake (and rounding
+// it to whole pages could wrap).
+inline constexpr std::uint64_t largest_heap_bytes = std::uint64_t{1} << 56;
+
 // "512M", "8G", "1.5G", "4096", "64KiB", "2 MB", "25%". Suffixes K, M, G, T are
 // binary (1024-based), case-insensitive, optionally followed by "B" or "iB".
 // Zero, negative, malformed and overflowing sizes are errors.

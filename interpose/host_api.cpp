@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "context_heaps.h"
+#include "gpualloc/dispatch.h"
 #include "driver.h"
 #include "log.h"
 
@@ -32,8 +33,7 @@ using namespace gpualloc::interpose;
 extern "C" GPUALLOC_EXPORT int gpualloc_reset(void) {
   CUcontext ctx = current_context();
   if (ctx == nullptr) return 0;
-  std::lock_guard<std::mutex> lock(state_lock());
-  context_heap* h = find_heap(ctx);
+  heap_ref h = find_heap(ctx);
   return h != nullptr ? static_cast<int>(reset_heap(*h)) : 0;
 }
 
@@ -42,11 +42,10 @@ extern "C" GPUALLOC_EXPORT int gpualloc_counters(gpualloc_counters_t* out) {
   std::memset(out, 0, sizeof *out);
   CUcontext ctx = current_context();
   if (ctx == nullptr) return 0;
-  std::lock_guard<std::mutex> lock(state_lock());
-  context_heap* h = find_heap(ctx);
+  heap_ref h = find_heap(ctx);
   if (h == nullptr) return 0;
   gpualloc::heap_counters counters{};
-  CUresult r = read_counters(*h, &counters);
+  CUresult r = read_counters(*h, &counters, true);
   if (r == CUDA_SUCCESS) std::memcpy(out, &counters, sizeof counters);
   return static_cast<int>(r);
 }
@@ -59,10 +58,9 @@ extern "C" GPUALLOC_EXPORT const char* gpualloc_strategy_name(void) {
 extern "C" GPUALLOC_EXPORT unsigned long long gpualloc_heap_bytes(void) {
   CUcontext ctx = current_context();
   if (ctx == nullptr) return 0;
-  std::lock_guard<std::mutex> lock(state_lock());
-  context_heap* h = find_heap(ctx);
+  heap_ref h = find_heap(ctx);
   if (h == nullptr) return 0;
-  if (h->strategy != gpualloc::strategy_id::cuda) return h->bytes;
+  if (gpualloc::manages_arena(h->strategy)) return h->bytes;
   size_t limit = 0;  // CUDA's heap, as it is now (the program may have changed it)
   return driver().cuCtxGetLimit(&limit, CU_LIMIT_MALLOC_HEAP_SIZE) == CUDA_SUCCESS ? limit : h->cuda_heap_bytes;
 }

@@ -1,6 +1,8 @@
 // Load-time specialisation of unpinned modules (see module_loading.h).
 #include "module_loading.h"
 
+#include <pthread.h>
+
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -32,9 +34,17 @@ struct cache {
   std::vector<std::unique_ptr<std::string>> files;
 };
 
+cache* current_cache = nullptr;
+
+// Never destroyed: the driver may read images during exit. A forked child
+// starts a new one (its lock may have been held by a thread that is gone).
 cache& state() {
-  static cache* c = new cache();  // never destroyed: the driver may read images during exit
-  return *c;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    current_cache = new cache();
+    pthread_atfork(nullptr, nullptr, [] { current_cache = new cache(); });
+  });
+  return *current_cache;
 }
 
 // The lowest compute capability (major * 10 + minor) among the devices, or 0.

@@ -1,7 +1,10 @@
 // Launch preparation and the module caches (see module_setup.h).
 #include "module_setup.h"
 
+#include <pthread.h>
+
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -15,11 +18,12 @@
 namespace gpualloc::interpose {
 namespace {
 
-struct pair_hash {
-  template <class A, class B>
-  std::size_t operator()(const std::pair<A, B>& p) const {
-    auto a = reinterpret_cast<std::uintptr_t>(p.first), b = reinterpret_cast<std::uintptr_t>(p.second);
-    return std::hash<std::uintptr_t>()(a * 0x9e3779b97f4a7c15ull ^ b);
+// A (context id, handle) pair.
+using key = std::pair<unsigned long long, const void*>;
+
+struct key_hash {
+  std::size_t operator()(const key& k) const {
+    return std::hash<std::uintptr_t>()(k.first * 0x9e3779b97f4a7c15ull ^ reinterpret_cast<std::uintptr_t>(k.second));
   }
 };
 
@@ -28,15 +32,38 @@ struct function_entry {
   CUfunction function = nullptr;  // the CUfunction in this context
 };
 
-// Guarded by state_lock(). Never destroyed (hooks may run during exit).
+// Never destroyed (hooks may run during exit). The lock guards the tables
+// only: nothing waits for the device while it is held.
 struct caches {
-  std::unordered_map<std::pair<CUcontext, void*>, function_entry, pair_hash> functions;
-  std::unordered_set<std::pair<CUcontext, CUmodule>, pair_hash> modules_ready;
+  std::mutex lock;
+  std::unordered_map<key, function_entry, key_hash> functions;
+  std::unordered_set<key, key_hash> modules_ready;
+  std::unordered_map<CUgraphNode, std::vector<CUgraph>> conditional_bodies;
 };
 
+caches* current_caches = nullptr;
+
 caches& cache() {
-  static caches* c = new caches();
-  return *c;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    current_caches = new caches();
+    // A forked child has none of the parent's modules or contexts.
+    pthread_atfork(nullptr, nullptr, [] { current_caches = new caches(); });
+  });
+  return *current_caches;
+}
+
+bool cached(const key& k, function_entry* out) {
+  std::lock_guard<std::mutex> lock(cache().lock);
+  auto it = cache().functions.find(k);
+  if (it == cache().functions.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+void remember(const key& k, const function_entry& e) {
+  std::lock_guard<std::mutex> lock(cache().lock);
+  cache().functions.emplace(k, e);
 }
 
 // Points the module's heap variable at the heap. ctx current.
@@ -84,8 +111,8 @@ CUresult check_abi(const context_heap& heap, CUmodule module, CUfunction functio
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-// The slow path: first launch of `handle` in ctx (current). state_lock() held.
-CUresult prepare_slow(CUcontext ctx, void* handle, function_entry* out) {
+// The slow path: first launch of `handle` in ctx (current).
+CUresult prepare_slow(CUcontext ctx, unsigned long long ctx_id, void* handle, function_entry* out) {
   const driver_api& d = driver();
   CUfunction function = static_cast<CUfunction>(handle);
   CUmodule module = nullptr;
@@ -112,7 +139,7 @@ CUresult prepare_slow(CUcontext ctx, void* handle, function_entry* out) {
   r = d.cuModuleGetGlobal_v2(&variable, &bytes, module, heap_variable.c_str());
   if (r == CUDA_ERROR_NOT_FOUND) {
     out->has_runtime = false;
-    cache().functions.emplace(std::make_pair(ctx, handle), *out);
+    remember({ctx_id, handle}, *out);
     return CUDA_SUCCESS;
   }
   if (r != CUDA_SUCCESS) {
@@ -125,38 +152,45 @@ CUresult prepare_slow(CUcontext ctx, void* handle, function_entry* out) {
     return CUDA_SUCCESS;
   }
 
-  context_heap* heap = nullptr;
+  heap_ref heap;
   if ((r = ensure_heap(ctx, &heap)) != CUDA_SUCCESS) return r;
-  if (!cache().modules_ready.count({ctx, module})) {
+  bool ready;
+  {
+    std::lock_guard<std::mutex> lock(cache().lock);
+    ready = cache().modules_ready.count({ctx_id, module}) != 0;
+  }
+  if (!ready) {
+    // Two threads may both get here for one module: both write the same pointer.
     if ((r = check_abi(*heap, module, function)) != CUDA_SUCCESS) return r;
     if ((r = write_heap_pointer(*heap, variable)) != CUDA_SUCCESS) {
       GPUALLOC_LOG("cannot set up module %p in context %llu: %s", static_cast<void*>(module), heap->ctx_id,
                    error_name(r));
       return r;
     }
-    cache().modules_ready.insert({ctx, module});
+    {
+      std::lock_guard<std::mutex> lock(cache().lock);
+      cache().modules_ready.insert({ctx_id, module});
+    }
     const char* name = nullptr;
     if (settings().verbose && d.cuFuncGetName(&name, function) != CUDA_SUCCESS) name = nullptr;
     GPUALLOC_VERBOSE("module %p set up in context %llu (first kernel: %s)", static_cast<void*>(module), heap->ctx_id,
                      name != nullptr ? name : "?");
   }
   out->has_runtime = true;
-  cache().functions.emplace(std::make_pair(ctx, handle), *out);
+  remember({ctx_id, handle}, *out);
   return CUDA_SUCCESS;
 }
 
-// Prepares `handle` in the current context ctx. state_lock() held.
-CUresult prepare_locked(CUcontext ctx, void* handle, launch_info* info) {
+// Prepares `handle` in the current context ctx.
+CUresult prepare(CUcontext ctx, void* handle, launch_info* info) {
+  const unsigned long long ctx_id = context_key(ctx);
   function_entry entry;
-  auto it = cache().functions.find({ctx, handle});
-  if (it != cache().functions.end()) {
-    entry = it->second;
-  } else {
-    CUresult r = prepare_slow(ctx, handle, &entry);
+  if (!cached({ctx_id, handle}, &entry)) {
+    CUresult r = prepare_slow(ctx, ctx_id, handle, &entry);
     if (r != CUDA_SUCCESS) return r;
   }
   if (info != nullptr) {
-    context_heap* heap = entry.has_runtime ? find_heap(ctx) : nullptr;
+    heap_ref heap = entry.has_runtime && settings().check ? find_heap(ctx) : nullptr;
     info->ctx = ctx;
     info->checked = heap != nullptr && (heap->flags & heap_flag_checked);
     info->function = entry.function;
@@ -181,10 +215,16 @@ void collect_kernel_nodes(CUgraph graph, std::vector<CUDA_KERNEL_NODE_PARAMS_v2>
     } else if (type == CU_GRAPH_NODE_TYPE_GRAPH) {
       CUgraph child = nullptr;
       if (d.cuGraphChildGraphNodeGetGraph(node, &child) == CUDA_SUCCESS) collect_kernel_nodes(child, out, depth + 1);
+    } else if (type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+      // CUDA 13 has no call that returns a conditional node's bodies; the
+      // cuGraphAddNode hook recorded them when the node was made.
+      std::vector<CUgraph> bodies;
+      {
+        std::lock_guard<std::mutex> lock(cache().lock);
+        if (auto it = cache().conditional_bodies.find(node); it != cache().conditional_bodies.end()) bodies = it->second;
+      }
+      for (CUgraph body : bodies) collect_kernel_nodes(body, out, depth + 1);
     }
-    // Conditional nodes' bodies cannot be listed (no driver call returns them):
-    // their kernel nodes are prepared when they are added (cuGraphAddKernelNode
-    // / cuGraphAddNode hooks) or captured (launch hooks).
   }
 }
 
@@ -195,8 +235,7 @@ CUresult prepare_launch(CUfunction f, launch_info* info) {
   if (!d.loaded || f == nullptr) return CUDA_SUCCESS;
   CUcontext ctx = nullptr;
   if (d.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr) return CUDA_SUCCESS;
-  std::lock_guard<std::mutex> lock(state_lock());
-  return prepare_locked(ctx, f, info);
+  return prepare(ctx, f, info);
 }
 
 CUresult prepare_kernel_node(CUfunction func, CUkernel kern, CUcontext ctx) {
@@ -211,8 +250,13 @@ CUresult prepare_kernel_node(CUfunction func, CUkernel kern, CUcontext ctx) {
   }
   context_scope scope(ctx);
   if (scope.status() != CUDA_SUCCESS) return CUDA_SUCCESS;
-  std::lock_guard<std::mutex> lock(state_lock());
-  return prepare_locked(ctx, handle, nullptr);
+  return prepare(ctx, handle, nullptr);
+}
+
+void remember_conditional_bodies(CUgraphNode node, const CUgraph* bodies, unsigned count) {
+  if (node == nullptr || bodies == nullptr) return;
+  std::lock_guard<std::mutex> lock(cache().lock);
+  cache().conditional_bodies[node].assign(bodies, bodies + count);
 }
 
 CUresult prepare_graph(CUgraph graph) {
@@ -234,39 +278,38 @@ void after_launch(const launch_info& info, CUstream stream, bool per_thread) {
                                                                           : d.cuStreamIsCapturing;
   if (is_capturing(stream, &capture) != CUDA_SUCCESS || capture != CU_STREAM_CAPTURE_STATUS_NONE) return;
 
-  std::lock_guard<std::mutex> lock(state_lock());
-  context_heap* found = find_heap(info.ctx);
-  if (found == nullptr) return;  // the context went away meanwhile
-  context_heap& heap = *found;
+  // Only the launch's own stream is waited for, and no lock is held meanwhile:
+  // a kernel that waits for another host thread's work cannot deadlock here.
+  heap_ref heap = find_heap(info.ctx);
+  if (heap == nullptr) return;  // the context went away meanwhile
   heap_counters counters{};
-  CUresult r = read_counters(heap, &counters);
+  CUstream waited = stream == nullptr && per_thread ? CU_STREAM_PER_THREAD : stream;
+  CUresult r = read_counters(*heap, &counters, false, waited);
   if (r != CUDA_SUCCESS) {
-    const char* name = nullptr;
-    if (d.cuFuncGetName(&name, info.function) != CUDA_SUCCESS) name = "?";
-    GPUALLOC_LOG("checked mode: kernel %s failed: %s", name, error_name(r));
+    GPUALLOC_LOG("checked mode: kernel %s failed: %s", name_of(info.function).c_str(), error_name(r));
     return;
   }
   const std::uint64_t errors = counters.double_frees + counters.foreign_frees;
-  if (errors > heap.errors_reported) {
-    const char* name = nullptr;
-    if (d.cuFuncGetName(&name, info.function) != CUDA_SUCCESS || name == nullptr) name = "?";
+  std::uint64_t reported = heap->errors_reported.load();
+  while (errors > reported && !heap->errors_reported.compare_exchange_weak(reported, errors)) {
+  }
+  if (errors > reported)
     GPUALLOC_LOG("checked mode: kernel %s made %llu invalid free(s) in context %llu (%llu double, %llu foreign so far)",
-                 name, static_cast<unsigned long long>(errors - heap.errors_reported), heap.ctx_id,
+                 name_of(info.function).c_str(), static_cast<unsigned long long>(errors - reported), heap->ctx_id,
                  static_cast<unsigned long long>(counters.double_frees),
                  static_cast<unsigned long long>(counters.foreign_frees));
-    heap.errors_reported = errors;
-  }
 }
 
 void forget_modules() {
-  std::lock_guard<std::mutex> lock(state_lock());
+  std::lock_guard<std::mutex> lock(cache().lock);
   cache().functions.clear();
   cache().modules_ready.clear();
 }
 
-void forget_context_modules(CUcontext ctx) {
-  std::erase_if(cache().functions, [ctx](const auto& kv) { return kv.first.first == ctx; });
-  std::erase_if(cache().modules_ready, [ctx](const auto& m) { return m.first == ctx; });
+void forget_context_modules(unsigned long long ctx_id) {
+  std::lock_guard<std::mutex> lock(cache().lock);
+  std::erase_if(cache().functions, [ctx_id](const auto& kv) { return kv.first.first == ctx_id; });
+  std::erase_if(cache().modules_ready, [ctx_id](const auto& m) { return m.first == ctx_id; });
 }
 
 }  // namespace gpualloc::interpose

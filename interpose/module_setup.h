@@ -3,8 +3,9 @@
 // before its first kernel runs in that context.
 //
 // Invariants:
-//  - A (context, function handle) pair is looked up once; after that a launch
-//    costs one lock and one hash lookup (the hot path).
+//  - A (context id, function handle) pair is looked up once; after that a
+//    launch costs one lock and one hash lookup (the hot path). The lock guards
+//    the caches only: no device wait happens under it.
 //  - A (context, module) pair is written once. Unloading any module or library
 //    clears both caches (handles may be reused); retiring a context drops its
 //    entries.
@@ -44,7 +45,11 @@ CUresult prepare_kernel_node(CUfunction func, CUkernel kern, CUcontext ctx);
 // cuModuleUnload / cuLibraryUnload: clear the caches.
 void forget_modules();
 
-// Drops ctx's cache entries. Caller holds state_lock().
-void forget_context_modules(CUcontext ctx);
+// Drops a context's cache entries (by its key) before it goes away.
+void forget_context_modules(unsigned long long context_key);
+
+// A conditional node's body graphs, as cuGraphAddNode returned them: CUDA 13
+// has no call that lists them later, and prepare_graph must reach them.
+void remember_conditional_bodies(CUgraphNode node, const CUgraph* bodies, unsigned count);
 
 }  // namespace gpualloc::interpose

@@ -10,6 +10,7 @@
 #include "statistics.h"
 
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,13 +29,18 @@ struct row {
   bool valid;
 };
 
+std::mutex& retired_lock() {
+  static auto* m = new std::mutex();  // never destroyed
+  return *m;
+}
+
 std::vector<row>& retired() {
   static auto* rows = new std::vector<row>();  // never destroyed
   return *rows;
 }
 
 row make_row(const context_heap& h, const heap_counters& c, bool valid) {
-  return row{h.ctx_id, h.device, h.strategy, h.strategy == strategy_id::cuda ? h.cuda_heap_bytes : h.bytes, c, valid};
+  return row{h.ctx_id, h.device, h.strategy, h.shown_bytes(), c, valid};
 }
 
 void print_rows(const std::vector<row>& rows) {
@@ -57,13 +63,16 @@ void print_rows(const std::vector<row>& rows) {
 
 void exit_report() {
   const env::config& c = settings();
-  std::lock_guard<std::mutex> lock(state_lock());
-  std::vector<row> rows = retired();
-  for_each_heap([&](context_heap& h) {
+  std::vector<row> rows;
+  {
+    std::lock_guard<std::mutex> lock(retired_lock());
+    rows = retired();
+  }
+  for (const heap_ref& h : all_heaps()) {
     heap_counters counters{};
-    bool valid = read_counters(h, &counters) == CUDA_SUCCESS;
-    rows.push_back(make_row(h, counters, valid));
-  });
+    bool valid = read_counters(*h, &counters, true) == CUDA_SUCCESS;
+    rows.push_back(make_row(*h, counters, valid));
+  }
   if (c.stats) {
     std::fprintf(stderr, "gpualloc: statistics at exit\n");
     print_rows(rows);
@@ -80,13 +89,13 @@ void exit_report() {
 }  // namespace
 
 void register_exit_report() {
-  static bool registered = false;  // guarded by state_lock()
-  if (registered || !(settings().stats || settings().check)) return;
-  registered = true;
-  std::atexit(exit_report);
+  static std::once_flag once;
+  if (!(settings().stats || settings().check)) return;
+  std::call_once(once, [] { std::atexit(exit_report); });
 }
 
 void remember_retired(const context_heap& heap, const heap_counters& counters) {
+  std::lock_guard<std::mutex> lock(retired_lock());
   retired().push_back(make_row(heap, counters, true));
 }
 

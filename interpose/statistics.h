@@ -9,10 +9,10 @@
 
 namespace gpualloc::interpose {
 
-// Registers the exit report (once). Caller holds state_lock().
+// Registers the exit report (once).
 void register_exit_report();
 
-// Keeps the last counters of a context that goes away. Caller holds state_lock().
+// Keeps the last counters of a context that goes away.
 void remember_retired(const context_heap& heap, const heap_counters& counters);
 
 }  // namespace gpualloc::interpose

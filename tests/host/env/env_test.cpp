@@ -158,6 +158,9 @@ void configs() {
   CHECK(load({{"GPUALLOC_HEAP_SIZE", ""}}).error.find("GPUALLOC_HEAP_SIZE") != std::string::npos);
   CHECK(load({{"GPUALLOC_VERBOSE", "maybe"}}).error.find("GPUALLOC_VERBOSE") != std::string::npos);
   CHECK(load({{"GPUALLOC_HEAP_SIZE", "25%"}}).value.heap.how == heap_size::kind::percent);
+  CHECK(load({{"GPUALLOC_HEAP_SIZE", "18446744073709551615"}}).error.find("larger than any device") !=
+        std::string::npos);
+  CHECK(load({{"GPUALLOC_HEAP_SIZE", "100P"}}).error.find("GPUALLOC_HEAP_SIZE") != std::string::npos);
   CHECK(!load({{"GPUALLOC_COALESCE", "0"}}).value.coalesce);
   CHECK(load({{"GPUALLOC_COALESCE", "1"}}).value.coalesce);
   CHECK(load({{"GPUALLOC_COALESCE", "sometimes"}}).error.find("GPUALLOC_COALESCE") != std::string::npos);

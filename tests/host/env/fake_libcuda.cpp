@@ -185,6 +185,7 @@ FAKE(cuStreamCreate, (CUstream * s, unsigned flags)) {
   return CUDA_SUCCESS;
 }
 FAKE(cuStreamSynchronize, (CUstream)) { return CUDA_SUCCESS; }
+FAKE(cuStreamDestroy_v2, (CUstream s)) { delete reinterpret_cast<int*>(s); return CUDA_SUCCESS; }
 FAKE(cuStreamIsCapturing, (CUstream, CUstreamCaptureStatus* s)) { *s = CU_STREAM_CAPTURE_STATUS_NONE; return CUDA_SUCCESS; }
 FAKE(cuStreamIsCapturing_ptsz, (CUstream, CUstreamCaptureStatus* s)) { *s = CU_STREAM_CAPTURE_STATUS_NONE; return CUDA_SUCCESS; }
 FAKE(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode * mode)) {
@@ -339,7 +340,7 @@ static const entry table[] = {
     FAKE_ENTRY(cuDeviceGetAttribute), FAKE_ENTRY(cuDevicePrimaryCtxGetState), FAKE_ENTRY(cuDevicePrimaryCtxRetain),
     FAKE_ENTRY(cuDevicePrimaryCtxRelease_v2), FAKE_ENTRY(cuDevicePrimaryCtxReset_v2), FAKE_ENTRY(cuMemGetInfo_v2),
     FAKE_ENTRY(cuMemAlloc_v2), FAKE_ENTRY(cuMemFree_v2), FAKE_ENTRY(cuMemcpyHtoDAsync_v2),
-    FAKE_ENTRY(cuMemcpyDtoHAsync_v2), FAKE_ENTRY(cuStreamCreate), FAKE_ENTRY(cuStreamSynchronize),
+    FAKE_ENTRY(cuMemcpyDtoHAsync_v2), FAKE_ENTRY(cuStreamCreate), FAKE_ENTRY(cuStreamSynchronize), FAKE_ENTRY(cuStreamDestroy_v2),
     FAKE_ENTRY(cuStreamIsCapturing), FAKE_ENTRY(cuStreamIsCapturing_ptsz), FAKE_ENTRY(cuThreadExchangeStreamCaptureMode),
     FAKE_ENTRY(cuModuleLoadData), FAKE_ENTRY(cuModuleLoadDataEx), FAKE_ENTRY(cuLibraryLoadData),
     FAKE_ENTRY(cuDeviceGetCount), FAKE_ENTRY(cuModuleLoad), FAKE_ENTRY(cuModuleGetFunction), FAKE_ENTRY(cuModuleGetGlobal_v2),

@@ -190,6 +190,7 @@ void limits() {
   const bool cuda = std::strcmp(gpualloc_strategy_name(), "cuda") == 0;
   const size_t wish = size_t{256} << 20;
 
+  if (!cuda) CHECK(set_limit(CU_LIMIT_MALLOC_HEAP_SIZE, SIZE_MAX) == CUDA_ERROR_INVALID_VALUE);  // no device has that
   CHECK(set_limit(CU_LIMIT_MALLOC_HEAP_SIZE, wish) == CUDA_SUCCESS);
   size_t limit = 0;
   CHECK(get_limit(&limit, CU_LIMIT_MALLOC_HEAP_SIZE) == CUDA_SUCCESS);
