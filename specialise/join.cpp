@@ -36,7 +36,6 @@ joined_module join(std::string_view user_ptx, std::string_view runtime_ptx) {
   if (runtime_version < 0) return {{}, "the runtime has no .version directive: not PTX"};
   if (!runtime_defines.count(abi::malloc_entry)) return {{}, "the runtime does not define the entry points"};
 
-  std::set<std::string_view> weak_duplicates;
   joined_module out;
   std::string& ptx = out.ptx;
   ptx.reserve(user_ptx.size() + runtime_ptx.size() + 256);
@@ -52,18 +51,16 @@ joined_module join(std::string_view user_ptx, std::string_view runtime_ptx) {
   ptx += "\n// ---- gpualloc runtime ----\n";
   for (const ptx::statement& st : runtime) {
     if (is_header(st)) continue;
-    // A weak definition the user module has too (heap, ABI version): one copy.
-    if (defines(st) && st.link == ptx::linkage::weak && user_defines.count(st.name)) {
-      weak_duplicates.insert(st.name);
-      continue;
-    }
     ptx += st.text;
   }
   ptx += "\n// ---- the module ----\n";
   for (const ptx::statement& st : user) {
     if (is_header(st)) continue;
     if (st.link == ptx::linkage::external && runtime_defines.count(st.name)) continue;
-    if (defines(st) && runtime_defines.count(st.name) && !weak_duplicates.count(st.name)) {
+    // A weak definition the runtime has too (the heap and ABI globals of a
+    // pinned part): one copy, the runtime's, which comes first.
+    if (defines(st) && st.link == ptx::linkage::weak && runtime_defines.count(st.name)) continue;
+    if (defines(st) && runtime_defines.count(st.name)) {
       return {{}, "the module defines " + std::string(st.name) + ", which the runtime defines too"};
     }
     ptx += st.text;

@@ -5,11 +5,12 @@
 //
 //   header    the user's (.version raised to the runtime's if lower; the
 //             user's .target and .address_size)
-//   runtime   its statements, without its header, and without its weak
-//             definitions the user module has too (heap and ABI globals of a
-//             pinned translation unit linked in under -fgpu-rdc)
+//   runtime   its statements, without its header
 //   user      its statements, without its .extern declarations of the entry
-//             points (the runtime above defines them)
+//             points (the runtime above defines them) and without its weak
+//             definitions the runtime has too (the heap and ABI globals of a
+//             pinned translation unit linked in under -fgpu-rdc: one copy,
+//             declared before any use)
 //
 // Names cannot collide otherwise: everything private to the runtime carries
 // abi::runtime_private_prefix (compiler_pass/PrepareRuntime.h), and
