@@ -38,17 +38,10 @@
 #include <cstdint>
 
 #include "gpualloc/config.h"
+#include "gpualloc/detail/bits.h"
 #include "gpualloc/heap.h"
 
 namespace gpualloc::detail {
-
-GPUALLOC_INLINE std::uint32_t floor_log2(std::uint64_t x) {
-#if GPUALLOC_ON_DEVICE
-  return 63u - static_cast<std::uint32_t>(__clzll(static_cast<long long>(x)));
-#else
-  return 63u - static_cast<std::uint32_t>(__builtin_clzll(x));
-#endif
-}
 
 struct presplit {
   static constexpr std::uint32_t max_depth = 20;
@@ -118,7 +111,7 @@ struct presplit {
   GPUALLOC_HD std::uint64_t segment_start(std::uint32_t j) const {
     const std::uint32_t shard = j / segments_per_shard;
     const std::uint64_t i = j - shard * segments_per_shard + 1;  // 1-based index in the shard's binary heap
-    const std::uint32_t level = floor_log2(i);
+    const std::uint32_t level = highest_bit(i);
     return shard * shard_bytes + level * root + (i - (std::uint64_t{1} << level)) * (root >> level);
   }
 
