@@ -4,9 +4,9 @@
 For every registered strategy, compiles bench/src/alloc_bench.cu device-only
 with `gpualloc-clang++ --gpualloc-strategy=NAME -Xcuda-ptxas -v` (the runtime
 folded to that one strategy, as a single-allocator build would be) and reads
-ptxas's report: registers, stack frame, spills. One more build without
---gpualloc-strategy gives the counts of the run-time dispatching runtime that
-the benchmark binaries actually use (strategy "dispatch").
+ptxas's report: registers, stack frame, spills. (The benchmark binaries are
+unpinned: libgpualloc joins each module with the chosen strategy when it
+loads, so their counts are measured on the GPU, by the regs test.)
 
 Writes a CSV with the columns of gpualloc-bench's all.csv (test = regs,
 mode = folded). Never fails the build: a strategy whose compile fails gets a
@@ -83,8 +83,7 @@ def compile_one(wrapper, source, strategy):
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [wrapper, "-O2", "-std=c++20", "--cuda-device-only", "-c", source, "-o", os.path.join(tmp, "k.o"),
                "-Xcuda-ptxas", "-v"]
-        if strategy != "dispatch":
-            cmd.insert(1, "--gpualloc-strategy=" + strategy)
+        cmd.insert(1, "--gpualloc-strategy=" + strategy)
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         return p.returncode, p.stdout + p.stderr
 
@@ -97,14 +96,14 @@ def main():
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     rows = []
-    for s in ["dispatch"] + names(a.build):
+    for s in names(a.build):
         try:
             rc, text = compile_one(a.wrapper, a.source, s)
         except (OSError, subprocess.TimeoutExpired) as e:
             rc, text = 1, str(e)
         found = parse_ptxas(text) if rc == 0 else {}
         base = dict.fromkeys(FIELDS, "")
-        base.update(strategy=s, test="regs", mode="folded" if s != "dispatch" else "dispatch", size=0, size_max=0,
+        base.update(strategy=s, test="regs", mode="folded", size=0, size_max=0,
                     threads=0, iters=0, reps=1, failures=0, suite="build")
         if not found:
             err = " | ".join(text.strip().splitlines()[-2:])[:300].replace(",", ";")
