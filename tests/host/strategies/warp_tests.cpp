@@ -130,7 +130,8 @@ struct selftest {
     expect(part.broadcast(st.value[lane]) == st.value[std::countr_zero(same)], "broadcast in a partition");
 
     const lane_group same_size = lane_group::coalesced_same_size();
-    expect(same_size.same_size() && same_size.partition(st.key[lane]).mask() == st.active, "same-size partition");
+    // A same-size group is a hint: lanes with other keys split it (warp.h).
+    expect(same_size.same_size() && same_size.partition(st.key[lane]).mask() == same, "same-size partition");
     const lane_group one = lane_group::single();
     expect(one.mask() == 1u << lane && one.size() == 1 && one.is_leader() && one.broadcast(st.value[lane]) == st.value[lane],
            "single()");

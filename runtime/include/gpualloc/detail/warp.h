@@ -19,8 +19,15 @@
 // How the group is formed is the call site's choice (allocate.h):
 // coalesced() takes every active lane, and a strategy partitions it by size
 // class; coalesced_same_size() does the same where the compiler proved the
-// request size warp-uniform, so partition() has nothing to split; single()
-// is one lane alone (coalescing turned off).
+// request size warp-uniform at the call site, so partition() usually has
+// nothing to split; single() is one lane alone (coalescing turned off).
+//
+// A same-size group is only a hint. The same-size entry is one function, and
+// lanes of two divergent call sites, each with its own uniform size, can run
+// it together (seen on an H100: Gallatin handed out an 80-byte block and a
+// 16-byte one 64 bytes into it). So partition() of a same-size group checks
+// that every lane has the leader's key (one shuffle and one vote, cheaper
+// than a match) and splits the group like any other when one does not.
 //
 // Memory ordering: partition, broadcast, shuffle_from_rank and exclusive_sum
 // move values, not memory (no fence, on the host too: host_warp.h). sync()
@@ -79,14 +86,23 @@ class lane_group {
   }
 
   // The sub-group of lanes whose `key` equals this lane's. `key` must be a
-  // function of the request size: a same-size group is its own partition.
+  // function of the request size: a same-size group whose lanes all have the
+  // leader's key is its own partition.
   GPUALLOC_HD lane_group partition(std::uint64_t key) const {
 #if GPUALLOC_ON_DEVICE
-    if (same_size_) return *this;
+    if (same_size_) {
+      const auto leaders = __shfl_sync(mask_, (unsigned long long)key, leader_lane_);
+      if (__all_sync(mask_, leaders == key)) return *this;
+    }
     return lane_group(__match_any_sync(mask_, (unsigned long long)key), false);
 #else
-    if (same_size_ || size_ == 1) return *this;
+    if (size_ == 1) return *this;
     const host_values keys = gather(host_warp::op::partition, key);
+    if (same_size_) {
+      bool all_leaders = true;
+      for (unsigned m = mask_; m != 0; m &= m - 1) all_leaders &= keys.of[std::countr_zero(m)] == keys.of[leader_lane_];
+      if (all_leaders) return *this;
+    }
     unsigned same = 0;
     for (unsigned m = mask_; m != 0; m &= m - 1)
       if (keys.of[std::countr_zero(m)] == key) same |= 1u << std::countr_zero(m);
@@ -94,7 +110,7 @@ class lane_group {
 #endif
   }
 
-  // Every lane of the group asks for the same size.
+  // Every lane of the group was said to ask for the same size (a hint: see partition).
   GPUALLOC_HD bool same_size() const { return same_size_; }
 
   GPUALLOC_HD unsigned size() const { return size_; }
