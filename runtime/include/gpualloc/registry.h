@@ -46,7 +46,7 @@
     "CMMalloc (Vinkler & Havran 2015): CMalloc with one start offset and one pre-split heap per SM") \
   X(cfmmalloc, circular_fused_multi_malloc, "cfmmalloc", full, "the largest pre-split chunk of one SM's part, ~heap/(#SM*(depth+1))", 80, 80, \
     "CFMMalloc (Vinkler & Havran 2015): CFMalloc with one start offset and one pre-split heap per SM") \
-  X(gallatin, gallatin, "gallatin", full, "the heap less its tables, as a run of whole segments (heap/32 to heap/64, at most 16 MiB each)", 75, 10, \
+  X(gallatin, gallatin, "gallatin", full, "the heap less its tables, as a run of whole segments (heap/32 to heap/64, at most 16 MiB each)", 75, 5, \
     "Gallatin (McCoy & Pandey 2024): segments in a 64-ary bit tree, blocks per size, 4096 slices per block, per-SM block buffers, one atomic per warp and size class") \
   X(ouroboros_p_s, ouroboros_p_s, "ouroboros-p-s", full, "the heap less its tables (a run of 1 KiB units)", 80, 80, \
     "Ouroboros-P-S (Winter et al. 2020): 8 KiB chunks of pages in 15 sizes, static queues of free pages, bulk semaphore; a size holds at most its queue's length") \

@@ -14,11 +14,12 @@
 //     The sequence makes every install a new word: a thread that saw the
 //     slot's block exhausted can replace it only while that very install is
 //     still there, never a later install of the same block.
-//  K2 A block is replaced once it is exhausted (the paper: by the thread that
-//     takes the last slice; here also by any thread that finds it exhausted
-//     or reused for something else, in case that one came too late: its
-//     view of the slot was stale). A replaced block stays where it is in
-//     memory until its slices come back (slices.h).
+//  K2 A block is replaced once it is exhausted: by the first thread that
+//     finds it exhausted or reused for something else (its add came back
+//     past the block's end or with another tag), not, as in the paper, by
+//     the one that takes the last slice: that kept the replacing code (and
+//     its registers) on every call's fast path. A replaced block stays where
+//     it is in memory until its slices come back (slices.h).
 //
 // Memory ordering: the install stores the slot with release after starting
 // the block; slices themselves are ordered through the block's counters

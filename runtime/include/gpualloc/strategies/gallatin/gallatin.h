@@ -14,9 +14,11 @@
 //  - up to 4 KiB, and runs up to a segment/8: slices. The lanes of the
 //    group that want the same (class, run length) form one group (Algorithm
 //    3); its leader adds all their slices to the SM's current block with one
-//    fetch-add, the lanes take consecutive slices. Whoever takes the last
-//    slice replaces the block in the buffer. Lanes that got nothing (block
-//    exhausted or not installed yet) go on alone, one fetch-add each.
+//    fetch-add, the lanes take consecutive slices. A leader that finds no
+//    block, one being installed or an exhausted one installs, waits or
+//    replaces (block_buffers.h K2) and adds again, while its lanes wait
+//    (G1); only lanes whose runs did not fit the block's end go on alone,
+//    one fetch-add each.
 //    A request that is no power of two gets k slices of an eighth of its
 //    power of two (at most 1/5 lost to rounding, not 1/2); each of its slices
 //    after the first is credited back at once, so its one free returns it.
@@ -41,18 +43,32 @@
 //
 // Warp rules: group operations (partition, broadcast, sync) happen only
 // while the group's lanes are together, before any of them returns or
-// loops; every retry is per lane. sync() after the broadcast orders each
+// loops (a lane with a large request too); a retry loop runs inside the
+// leader's step (G1) or per lane. sync() after the broadcast orders each
 // lane after the leader's acquire; in free, sync() before the leader's
 // release orders every lane's writes before it.
+//
+// Invariant G1: a refill costs one fetch-add per group, not per lane. Lanes
+// that went on alone whenever their group found the block exhausted or being
+// replaced made every exhaustion a stampede: all the warps of the SMs
+// sharing the slot (33 of an H100's at 1 KiB) turned into single lanes
+// adding to one counter, and stayed so for the next blocks (on the H100,
+// ~40 us per block and slot, whatever the class). So the leader itself waits
+// for an install, installs or replaces (K1, K2) and adds again for its
+// group, inside its leader-only step, before the broadcast; its lanes wait
+// at the broadcast, no group operation is inside the loop.
 //
 // Rare paths (refills, large requests, frees that recycle) are out of line,
 // so each call site inlines only the fast path. That saves code, not
 // registers: ptxas keeps a caller's live values in registers above an
 // out-of-line callee's, so a kernel that calls malloc needs about the fast
-// path's live values plus the refill path's own (~80 on sm_90; inlining
-// everything is no better). Indices are 32-bit and the block counters 32-bit
-// words for that reason (a 64-bit add on a generic pointer also costs a
-// shared-memory check).
+// path's live values plus those of its deepest chain of out-of-line calls
+// (80 on sm_90; inlining everything is no better). Hence one out-of-line
+// level per path: the lane-alone path inlines its refill loop, replacing a
+// block happens there and not in settle (106 registers otherwise), and
+// get_block stays inline in both. Indices are 32-bit and the block
+// counters 32-bit words for the same reason (a 64-bit add on a generic
+// pointer also costs a shared-memory check).
 #pragma once
 
 #include <cstdint>
@@ -92,22 +108,16 @@ struct gallatin {
     if (L.segments == 0) return nullptr;
     const request r = route(L, bytes);
     const detail::lane_group g = group.partition(r.key());
-    if (r.k == 0) return malloc_large(L, a.begin, bytes);
-    const class_info ci = L.cls[r.c];
-    const std::uint32_t total = g.size() * r.k;
     std::uint64_t got = no_slices;
-    if (g.is_leader()) got = take_for_group(L, a.begin, r.c, ci, total);
+    if (g.is_leader() && r.k != 0) got = take_for_group(L, a.begin, r, g.size());
     got = g.broadcast(got);
     g.sync();  // every lane is ordered after the leader's acquire
-    if (got == no_slices) return malloc_slow(L, a.begin, r);
-    const std::uint64_t block_mask = (std::uint64_t{1} << ci.block_log2) - 1;
-    const auto before = static_cast<std::uint32_t>(got & block_mask);  // slices taken before this group
-    const std::uint32_t first = before + g.rank() * r.k, n = 1u << ci.count_log2;
-    void* p = first + r.k <= n ? a.begin + L.data_offset + (got & ~block_mask) +
-                                     (std::uint64_t{first} << (gallatin_parts::min_slice_log2 + r.c))
-                               : nullptr;
-    if (g.is_leader() && (r.k > 1 || before + total >= n)) settle(L, a.begin, r, g.size(), got);
-    return p != nullptr ? p : malloc_slow(L, a.begin, r);
+    if (got != no_slices) {
+      void* p = run_at(L, a.begin, r, got, g.rank());
+      if (g.is_leader() && must_settle(L, r, g.size(), got)) settle(L, a.begin, r, g.size(), got);
+      if (p != nullptr) return p;
+    }
+    return r.k == 0 ? malloc_large(L, a.begin, bytes) : malloc_alone(L, a.begin, r);
   }
 
   GPUALLOC_HD static void free(state& s, const arena& a, void* p, const detail::lane_group& group) {
@@ -149,18 +159,52 @@ struct gallatin {
     return {slice - min_slice_log2, k};
   }
 
-  // The group leader's fetch-add on its SM's current block of class c:
-  // returns the block's data offset | the slices taken before, or no_slices.
-  GPUALLOC_HD static std::uint64_t take_for_group(const gallatin_parts::layout& L, std::byte* arena, std::uint32_t c,
-                                                  gallatin_parts::class_info ci, std::uint32_t total) {
+  // A grant: what a group leader took for its group, broadcast to the lanes:
+  // the data offset of the block, and in its bits below the block size
+  // (always zero in a block's offset) the slices taken before the group.
+  GPUALLOC_HD static std::uint32_t start_of(std::uint64_t got, gallatin_parts::class_info ci) {
+    return static_cast<std::uint32_t>(got & ((std::uint64_t{1} << ci.block_log2) - 1));
+  }
+  GPUALLOC_HD static std::uint64_t block_offset_of(std::uint64_t got, gallatin_parts::class_info ci) {
+    return got & ~((std::uint64_t{1} << ci.block_log2) - 1);
+  }
+  GPUALLOC_HD static std::uint32_t block_of(const gallatin_parts::layout& L, std::uint64_t got,
+                                            gallatin_parts::class_info ci) {
+    const std::uint64_t base = block_offset_of(got, ci);
+    return static_cast<std::uint32_t>(base >> L.segment_log2) << L.entries_log2 |
+           static_cast<std::uint32_t>((base & (L.segment_bytes() - 1)) >> ci.block_log2);
+  }
+
+  // The run at `rank` of grant `got` (runs of r.k), or nullptr past the block's end.
+  GPUALLOC_HD static void* run_at(const gallatin_parts::layout& L, std::byte* arena, request r, std::uint64_t got,
+                                  std::uint32_t rank) {
+    const gallatin_parts::class_info ci = L.cls[r.c];
+    const std::uint32_t first = start_of(got, ci) + rank * r.k;
+    return first + r.k <= 1u << ci.count_log2 ? arena + L.data_offset + block_offset_of(got, ci) +
+                                                    (std::uint64_t{first} << (gallatin_parts::min_slice_log2 + r.c))
+                                              : nullptr;
+  }
+
+  // Whether the grant of `lanes` runs needs settle: runs to credit, or runs past the block's end.
+  GPUALLOC_HD static bool must_settle(const gallatin_parts::layout& L, request r, std::uint32_t lanes,
+                                      std::uint64_t got) {
+    const gallatin_parts::class_info ci = L.cls[r.c];
+    return r.k > 1 || start_of(got, ci) + lanes * r.k > 1u << ci.count_log2;
+  }
+
+  // One fetch-add of `lanes` runs of r.k slices on the block that slot word
+  // `seen` names: the grant, or no_slices when it names no block of class
+  // r.c with slices left (empty, being installed, exhausted, reused: B2, B3).
+  GPUALLOC_HD static std::uint64_t take_from(const gallatin_parts::layout& L, std::byte* arena, request r,
+                                             std::uint32_t lanes, std::uint64_t seen) {
     using namespace gallatin_parts;
-    const block_buffers buffers(L, arena);
-    const std::uint32_t ref = block_buffers::ref_of(buffers.slot(buffers.my_slot(c)).load(detail::relaxed));
+    const std::uint32_t ref = block_buffers::ref_of(seen);
     if (ref == slot_empty || ref == slot_busy) return no_slices;
     const slices S(L, arena);
-    const std::uint32_t block = ref - 1;
+    const class_info ci = L.cls[r.c];
+    const std::uint32_t block = ref - 1, total = lanes * r.k;
     const std::uint32_t before = S.take(block, total);
-    if (tag_of(before) != class_tag(c)) {
+    if (tag_of(before) != class_tag(r.c)) {
       S.give_back_foreign(block, before, total);
       return no_slices;
     }
@@ -169,98 +213,89 @@ struct gallatin {
     return S.offset(block, ci.block_log2) | start;
   }
 
-  // The leader, after its group took `got`: replaces the block if the group
-  // took its last slice, credits the runs' extra slices and what did not fit.
-  __attribute__((noinline)) GPUALLOC_HD static void settle(const gallatin_parts::layout& L, std::byte* arena, request r,
-                                                           std::uint32_t lanes, std::uint64_t got) {
-    using namespace gallatin_parts;
-    const class_info ci = L.cls[r.c];
-    const std::uint64_t block_mask = (std::uint64_t{1} << ci.block_log2) - 1;
-    const auto before = static_cast<std::uint32_t>(got & block_mask);
-    const std::uint32_t n = 1u << ci.count_log2, total = lanes * r.k;
-    const std::uint64_t base = got & ~block_mask;
-    const segment_table T(L, arena);
-    const std::uint32_t block =
-        T.block_id(static_cast<std::uint32_t>(base >> L.segment_log2),
-                   static_cast<std::uint32_t>((base & (L.segment_bytes() - 1)) >> ci.block_log2));
-    if (before + total >= n) {
-      // Our slices keep the block from being recycled, so the slot still
-      // naming it means it still holds this install.
-      const block_buffers buffers(L, arena);
-      const std::uint32_t i = buffers.my_slot(r.c);
-      const std::uint64_t seen = buffers.slot(i).load(detail::relaxed);
-      if (block_buffers::ref_of(seen) == block + 1) buffers.replace(r.c, i, seen);
-    }
-    const std::uint32_t room = (n - before) / r.k;
-    const std::uint32_t fit = room < lanes ? room : lanes;
-    const std::uint32_t lost = before + total > n ? n - before - fit * r.k : 0;
-    const std::uint32_t credit = fit * (r.k - 1) + lost;
-    if (credit != 0) slices(L, arena).give_back(block, credit);
+  // The group leader: slices for its lanes' runs from its SM's current
+  // block of class r.c; no_slices only when the class has no block left.
+  GPUALLOC_HD static std::uint64_t take_for_group(const gallatin_parts::layout& L, std::byte* arena, request r,
+                                                  std::uint32_t lanes) {
+    const gallatin_parts::block_buffers buffers(L, arena);
+    const std::uint64_t seen = buffers.slot(buffers.my_slot(r.c)).load(detail::relaxed);
+    const std::uint64_t got = take_from(L, arena, r, lanes, seen);
+    return got != no_slices ? got : refill(L, arena, r, lanes, seen);
   }
 
-  // One lane takes r.k slices from `block` alone; `spent` says the block is
-  // exhausted (or used otherwise) and its slot should get a new one.
-  GPUALLOC_HD static void* take_alone(const gallatin_parts::layout& L, std::byte* arena, request r, std::uint32_t block,
-                                      bool& spent) {
-    using namespace gallatin_parts;
-    const class_info ci = L.cls[r.c];
-    const slices S(L, arena);
-    const std::uint32_t n = 1u << ci.count_log2;
-    const std::uint32_t before = S.take(block, r.k);
-    spent = true;
-    if (tag_of(before) != class_tag(r.c)) {
-      S.give_back_foreign(block, before, r.k);
-      return nullptr;
-    }
-    const std::uint32_t start = before & count_mask;
-    if (start + r.k > n) {
-      if (start < n) S.give_back(block, n - start);
-      return nullptr;
-    }
-    spent = start + r.k == n;
-    if (r.k > 1) S.give_back(block, r.k - 1);
-    return arena + L.data_offset + S.offset(block, ci.block_log2) + (std::uint64_t{start} << (min_slice_log2 + r.c));
-  }
-
-  // A lane the group could not serve: its SM's slot until it gets slices,
-  // installing or replacing the block as needed (K1, K2). With no block left
-  // for the class, any other slot's block, then NULL.
-  __attribute__((noinline)) GPUALLOC_HD static void* malloc_slow(const gallatin_parts::layout& L, std::byte* arena,
-                                                                 request r) {
+  // Slot word `seen` of this SM gave no slices: waits while the slot is
+  // being installed, installs or replaces its block (K1, K2: the first to
+  // find it exhausted replaces it), takes again (G1). no_slices when the
+  // class has no block left. Out of line for the leader (refill), inlined
+  // into the lane-alone path, so no path nests two out-of-line levels
+  // (registers: see above).
+  __attribute__((always_inline)) GPUALLOC_HD static inline std::uint64_t refill_here(
+      const gallatin_parts::layout& L, std::byte* arena, request r, std::uint32_t lanes, std::uint64_t seen) {
     using namespace gallatin_parts;
     const block_buffers buffers(L, arena);
     const std::uint32_t i = buffers.my_slot(r.c);
     detail::backoff wait;
     for (;;) {
-      const std::uint64_t seen = buffers.slot(i).load(detail::relaxed);
-      const std::uint32_t ref = block_buffers::ref_of(seen);
-      if (ref == slot_busy) {
+      if (block_buffers::ref_of(seen) == slot_busy)
         wait.pause();
-        continue;
-      }
-      if (ref == slot_empty) {
-        if (!buffers.replace(r.c, i, seen) &&
-            block_buffers::ref_of(buffers.slot(i).load(detail::relaxed)) == slot_empty)
-          return take_anywhere(L, arena, r);
-        continue;
-      }
-      bool spent = false;
-      void* p = take_alone(L, arena, r, ref - 1, spent);
-      if (spent) buffers.replace(r.c, i, seen);
-      if (p != nullptr) return p;
+      else if (!buffers.replace(r.c, i, seen) &&
+               block_buffers::ref_of(buffers.slot(i).load(detail::relaxed)) == slot_empty)
+        return no_slices;  // no block left for the class
+      seen = buffers.slot(i).load(detail::relaxed);
+      const std::uint64_t got = take_from(L, arena, r, lanes, seen);
+      if (got != no_slices) return got;
+    }
+  }
+  __attribute__((noinline)) GPUALLOC_HD static std::uint64_t refill(const gallatin_parts::layout& L, std::byte* arena,
+                                                                    request r, std::uint32_t lanes, std::uint64_t seen) {
+    return refill_here(L, arena, r, lanes, seen);
+  }
+
+  // The leader (or a lane alone), after its group took `got`: credits the
+  // runs' extra slices and what did not fit the block (B2).
+  __attribute__((noinline)) GPUALLOC_HD static void settle(const gallatin_parts::layout& L, std::byte* arena, request r,
+                                                           std::uint32_t lanes, std::uint64_t got) {
+    using namespace gallatin_parts;
+    const class_info ci = L.cls[r.c];
+    const std::uint32_t before = start_of(got, ci), n = 1u << ci.count_log2, total = lanes * r.k;
+    const std::uint32_t room = (n - before) / r.k;
+    const std::uint32_t fit = room < lanes ? room : lanes;
+    const std::uint32_t lost = before + total > n ? n - before - fit * r.k : 0;
+    const std::uint32_t credit = fit * (r.k - 1) + lost;
+    if (credit != 0) slices(L, arena).give_back(block_of(L, got, ci), credit);
+  }
+
+  // A lane alone: the run of grant `got` (settled), or nullptr when it did
+  // not fit the block's end.
+  GPUALLOC_HD static void* take_run(const gallatin_parts::layout& L, std::byte* arena, request r, std::uint64_t got) {
+    void* p = run_at(L, arena, r, got, 0);
+    if (must_settle(L, r, 1, got)) settle(L, arena, r, 1, got);
+    return p;
+  }
+
+  // A lane the group could not serve: its own run from its SM's slot until
+  // it gets one. With no block left for the class, any other slot's block,
+  // then NULL.
+  __attribute__((noinline)) GPUALLOC_HD static void* malloc_alone(const gallatin_parts::layout& L, std::byte* arena,
+                                                                  request r) {
+    const gallatin_parts::block_buffers buffers(L, arena);
+    for (;;) {
+      const std::uint64_t seen = buffers.slot(buffers.my_slot(r.c)).load(detail::relaxed);
+      std::uint64_t got = take_from(L, arena, r, 1, seen);
+      if (got == no_slices) got = refill_here(L, arena, r, 1, seen);
+      if (got == no_slices) return take_anywhere(L, arena, r);
+      if (void* p = take_run(L, arena, r, got)) return p;
     }
   }
 
-  // Out of blocks for class r.c: slices from whichever slot still has some.
+  // Out of blocks for class r.c: a run from whichever slot still has slices.
   GPUALLOC_HD static void* take_anywhere(const gallatin_parts::layout& L, std::byte* arena, request r) {
-    using namespace gallatin_parts;
-    const block_buffers buffers(L, arena);
-    const class_info ci = L.cls[r.c];
+    const gallatin_parts::block_buffers buffers(L, arena);
+    const gallatin_parts::class_info ci = L.cls[r.c];
     for (std::uint32_t i = ci.first_slot; i <= ci.first_slot + ci.slot_mask; ++i) {
-      const std::uint32_t ref = block_buffers::ref_of(buffers.slot(i).load(detail::relaxed));
-      if (ref == slot_empty || ref == slot_busy) continue;
-      bool spent = false;
-      if (void* p = take_alone(L, arena, r, ref - 1, spent)) return p;
+      const std::uint64_t got = take_from(L, arena, r, 1, buffers.slot(i).load(detail::relaxed));
+      if (got == no_slices) continue;
+      if (void* p = take_run(L, arena, r, got)) return p;
     }
     return nullptr;
   }

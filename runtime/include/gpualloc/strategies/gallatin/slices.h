@@ -29,10 +29,11 @@
 //     late request that still adds to it gets nothing, until `start` stores
 //     a new tag and count 0 for the next incarnation; a whole block's count
 //     starts at `closed`, out of any request's reach. Headroom: a request
-//     adds at most 32 lanes x 256 slices, and only requests that read the
-//     block's slot before its replacement (or a stale copy) add past N, so
-//     the 2^28 - 2^26 counts above `closed` are never reached by the
-//     resident threads of a GPU (2^16 warps would have to add 2^13 each).
+//     adds at most 32 lanes x 512 slices (2^14), and only requests that read
+//     the block's slot before its replacement (or a stale copy) add past N,
+//     one add per group and stale read (gallatin.h G1): the 2^28 - 2^26
+//     counts above `closed` hold 12288 of the largest adds, more than the
+//     groups of a GPU that can hold a stale slot at once.
 //
 // Memory ordering: `start` stores `taken` with release after writing
 // `remaining`; a request's fetch-add is acquire, so its slices are ordered
