@@ -31,6 +31,7 @@
 
 #include "gpualloc/config.h"
 #include "gpualloc/detail/atomic.h"
+#include "gpualloc/detail/backoff.h"
 #include "gpualloc/detail/bits.h"
 
 namespace gpualloc::detail {
@@ -128,15 +129,21 @@ class bit_tree {
   }
 
   // Takes the highest run of `count` consecutive indices out of the set and
-  // returns its first index, or none. A run whose claim collides with another
-  // thread is given back and the search starts again, a few times.
+  // returns its first index, or none when the set holds no such run. A claim
+  // that collides with another thread's gives back what it took and searches
+  // again, for as long as a run is found: a fixed number of tries made
+  // Ouroboros return NULL from a heap five-sixths free when a few thousand
+  // threads wanted runs at once. Lock-free: claim_range takes a run's words
+  // from the top, so the claimer of a run's top word is the only one that
+  // can complete it, and a collision means some other claim got further.
   GPUALLOC_HD std::uint32_t claim_last_run(std::uint32_t count) const {
     if (count == 0 || count > L_.universe) return none;
-    for (int attempt = 0; attempt < run_claim_tries; ++attempt) {
+    backoff wait;
+    for (;;) {
       const std::uint32_t first = find_last_run(count);
       if (first == none || claim_range(first, count)) return first;
+      wait.pause();
     }
-    return none;
   }
 
   // Puts first .. first+count-1 (all absent) back into the set.
@@ -146,8 +153,6 @@ class bit_tree {
   }
 
  private:
-  static constexpr int run_claim_tries = 8;
-
   GPUALLOC_HD device_atomic<std::uint64_t> word(std::uint32_t level, std::uint32_t w) const {
     return device_atomic<std::uint64_t>(words_[L_.first_word[level] + w]);
   }
