@@ -2,8 +2,7 @@
 """Registers and local memory of user kernels under the run-time choice of
 strategy, against the same kernels folded to that strategy.
 
-Usage: register_parity.py --build BUILD [--arch sm_90] [--slack 4] [--strategies a,b]
-                          [--known SOURCE:STRATEGY=SLACK ...] SOURCE...
+Usage: register_parity.py --build BUILD [--arch sm_90] [--slack 4] [--strategies a,b] SOURCE...
 
 For each source, compiles the device code once without a pin (the module
 libgpualloc specialises at load time) and, for every registered strategy:
@@ -13,9 +12,8 @@ libgpualloc specialises at load time) and, for every registered strategy:
   folded:   gpualloc-clang++ --gpualloc-strategy=NAME, ptxas -v.
 Fails when a kernel's registers at run time exceed the folded build's by more
 than --slack, its spills exceed the folded build's, or its stack frame the
-folded build's by more than 16 bytes. --known names a measured exception
-(the kernels of one source under one strategy) with its own slack; the table
-marks those rows "known". Prints a table, with the cubin sizes of both builds.
+folded build's by more than 16 bytes. Prints
+a table, with the module sizes (PTX bytes, cubin bytes) of both builds.
 """
 import argparse
 import os
@@ -63,13 +61,8 @@ def main():
     p.add_argument("--slack", type=int, default=4)
     p.add_argument("--strategies", default="")
     p.add_argument("--ptxas", default="ptxas")
-    p.add_argument("--known", action="append", default=[], metavar="SOURCE:STRATEGY=SLACK")
     p.add_argument("sources", nargs="+")
     a = p.parse_args()
-    known = {}
-    for k in a.known:
-        pair, slack = k.rsplit("=", 1)
-        known[tuple(pair.split(":", 1))] = int(slack)
     wrapper = os.path.join(a.build, "bin", "gpualloc-clang++")
     specialise = os.path.join(a.build, "bin", "gpualloc-specialise")
     names = run([os.path.join(a.build, "bin", "gpualloc-info"), "--names"]).split()
@@ -99,12 +92,10 @@ def main():
                         failures += 1
                         continue
                     (rr, rs, rp), (fr, fs, fp) = rt[kernel], folded[kernel]
-                    slack = known.get((base, name), a.slack)
-                    bad = rr > fr + slack or rs > fs + 16 or rp > fp
+                    bad = rr > fr + a.slack or rs > fs + 16 or rp > fp
                     failures += bad
-                    mark = "  FAILED" if bad else "  known" if (base, name) in known else ""
                     print("%-16s %-14s %-28s %9d %9d %9d %11d %11s%s" % (base, name, kernel[:28], rr, fr, rs, fs,
-                                                                       sizes, mark))
+                                                                       sizes, "  FAILED" if bad else ""))
     print("%d kernel(s) over the folded build" % failures)
     return 1 if failures else 0
 
