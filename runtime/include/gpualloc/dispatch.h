@@ -23,9 +23,15 @@ struct strategy_tag {
   using type = Strategy;
 };
 
-// Calls fn(strategy_tag<S>{}) for the strategy with this id.
+// Calls fn(strategy_tag<S>{}) for the strategy with this id. Always
+// inlined: the runtime built for one strategy passes a constant id, and only
+// an inlined switch folds to that strategy's case. Left out of line (LLVM's
+// choice for the large switch in heap_free's tracking path), the call kept
+// every registered strategy's free in each strategy's runtime: the joined
+// module carried ~400 KiB of PTX that could never run, and the driver
+// compiled it at every cold load.
 template <class Fn>
-GPUALLOC_INLINE decltype(auto) visit_strategy(strategy_id id, Fn&& fn) {
+__attribute__((always_inline)) GPUALLOC_INLINE decltype(auto) visit_strategy(strategy_id id, Fn&& fn) {
   switch (id) {
 #define GPUALLOC_CASE(id, type, name, reuse, largest, utilisation, churn, summary) \
   case strategy_id::id:                                                    \
