@@ -17,9 +17,9 @@
 // with gpualloc-clang++ --gpualloc-no-coalesce).
 //
 // REQUIRES: cuda-gpu
-// RUN: env GPUALLOC_HEAP_SIZE=1G %for-each-strategy --timeout 120 -- %gpu-bin/warps
-// RUN: env GPUALLOC_HEAP_SIZE=1G GPUALLOC_COALESCE=0 %for-each-strategy --timeout 120 -- %gpu-bin/warps
-// RUN: env GPUALLOC_HEAP_SIZE=1G %for-each-strategy --timeout 120 -- %gpu-bin/warps_no_coalesce
+// RUN: env GPUALLOC_HEAP_SIZE=1G %for-each-strategy --timeout 120 --jobs 4 -- %gpu-bin/warps
+// RUN: env GPUALLOC_HEAP_SIZE=1G GPUALLOC_COALESCE=0 %for-each-strategy --timeout 120 --jobs 4 -- %gpu-bin/warps
+// RUN: env GPUALLOC_HEAP_SIZE=1G %for-each-strategy --timeout 120 --jobs 4 -- %gpu-bin/warps_no_coalesce
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
