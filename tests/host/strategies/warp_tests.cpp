@@ -13,7 +13,9 @@
 //              sizes that differ per lane or fall into a few classes
 //              (heap_malloc: the front end's coalesced group, partitioned by
 //              the strategy), one size for all (the strategy called with
-//              coalesced_same_size()), each lane alone (single()); frees of
+//              coalesced_same_size()), two sizes in one same-size group (two
+//              call sites sharing that entry: detail/warp.h), each lane alone
+//              (single()); frees of
 //              its own blocks, of other lanes' and of other warps' (handed
 //              over through a mailbox); malloc and free mixed in one step (two
 //              groups, as divergent paths). Shadow map and patterns as in the
@@ -244,6 +246,9 @@ struct warp_run {
       } else if (kind < 50) {
         c.size = one_size;  // one size: through the front end, or as a same-size group
         if (!front_end_only && kind >= 40) c.what = call::malloc_same_size;
+        // Two call sites, each with its own uniform size, sharing the one
+        // same-size entry, as lanes of divergent branches do on the GPU.
+        if (c.what == call::malloc_same_size && kind >= 45 && l % 2 == 1) c.size = classes[0];
       } else if (!front_end_only) {
         c.what = call::malloc_single;
       }
