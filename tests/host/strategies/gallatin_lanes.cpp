@@ -324,7 +324,7 @@ void run_lanes(std::uint64_t heap_bytes, unsigned warps, int steps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int steps = STRESS_TSAN ? 300 : 2000;
+  int steps = HOST_TEST_TSAN ? 300 : 2000;
   unsigned warps = 4;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
@@ -338,7 +338,7 @@ int main(int argc, char** argv) {
     }
   }
   for (std::uint64_t mib : {16, 64, 1024})
-    if (!STRESS_TSAN || mib < 1024) run_lanes(mib << 20, warps, steps);  // under TSan 1 GiB costs ~15 s of shadow
+    if (!HOST_TEST_TSAN || mib < 1024) run_lanes(mib << 20, warps, steps);  // under TSan 1 GiB costs ~15 s of shadow
   std::printf("%d failures\n", failures.load());
   return failures == 0 ? 0 : 1;
 }

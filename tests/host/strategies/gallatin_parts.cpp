@@ -41,16 +41,9 @@
 #include "gpualloc/detail/bit_tree.h"
 #include "gpualloc/dispatch.h"
 #include "gpualloc/strategies/gallatin/layout.h"
+#include "host_test.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define PARTS_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define PARTS_TSAN 1
-#endif
-#endif
-
-#if defined(PARTS_TSAN)
+#if HOST_TEST_TSAN
 // Any race report fails the run.
 extern "C" const char* __tsan_default_options() { return "halt_on_error=1"; }
 #endif
@@ -72,17 +65,7 @@ int failures = 0;
     }                                    \
   } while (0)
 
-struct rng {
-  std::uint64_t s;
-  explicit rng(std::uint64_t seed) : s(seed * 0x9e3779b97f4a7c15ull + 1) {}
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  std::uint64_t below(std::uint64_t n) { return next() % n; }
-};
+using host_test::rng;
 
 // A tree's words, initialised as the strategy's init does.
 struct tree_store {
@@ -622,7 +605,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   test_tree_model();
-#if defined(PARTS_TSAN)
+#if HOST_TEST_TSAN
   const int scale = 4;  // TSan runs ~10x slower
 #else
   const int scale = 1;

@@ -32,17 +32,8 @@ void circular_take_hook();
 #include "gpualloc/dispatch.h"
 #include "gpualloc/heap.h"
 #include "gpualloc/registry.h"
+#include "host_test.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define STRESS_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define STRESS_TSAN 1
-#endif
-#endif
-#ifndef STRESS_TSAN
-#define STRESS_TSAN 0
-#endif
 
 namespace stress {
 
@@ -53,10 +44,10 @@ using gpualloc::strategy_info;
 
 struct options {
   std::vector<std::string> only;
-  int rounds = STRESS_TSAN ? 40 : 400;
+  int rounds = HOST_TEST_TSAN ? 40 : 400;
   int threads = 8;
   std::uint64_t heap_mib = 16;
-  int steps = STRESS_TSAN ? 100 : 400;  // of each warp, in warp mode (warp_tests.cpp)
+  int steps = HOST_TEST_TSAN ? 100 : 400;  // of each warp, in warp mode (warp_tests.cpp)
 };
 
 inline std::atomic<int> failures{0};
@@ -76,17 +67,7 @@ __attribute__((format(printf, 1, 2))) inline void fail(const char* format, ...) 
 // A strategy's name for printf: "%.*s", NAME(s).
 #define NAME(s) (int)(s).name.size(), (s).name.data()
 
-struct rng {
-  std::uint64_t s;
-  explicit rng(std::uint64_t seed) : s(seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull) {}
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  std::uint64_t below(std::uint64_t n) { return next() % n; }
-};
+using host_test::rng;
 
 // As the GPU conformance suite: 60% 1-64 B, 25% up to 512 B, 10% up to 4 KiB, 5% up to 9000 B.
 inline std::uint64_t request_size(rng& r) {

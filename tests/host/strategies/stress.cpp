@@ -43,7 +43,7 @@
 #include <barrier>
 #include <cinttypes>
 
-#if STRESS_TSAN
+#if HOST_TEST_TSAN
 // Any race report fails the run; the `cuda` strategy hands impossible
 // requests to the C library, which must answer NULL, not abort.
 extern "C" const char* __tsan_default_options() { return "halt_on_error=1:allocator_may_return_null=1"; }
@@ -409,7 +409,7 @@ int main(int argc, char** argv) {
   }
   const std::uint64_t heap_bytes = o.heap_mib << 20;
   std::printf("gpualloc strategy stress%s: %d threads, %d rounds, %d warp steps, %" PRIu64 " MiB heaps\n",
-              STRESS_TSAN ? " (TSan)" : "", o.threads, o.rounds, o.steps, o.heap_mib);
+              HOST_TEST_TSAN ? " (TSan)" : "", o.threads, o.rounds, o.steps, o.heap_mib);
   test_host_warp(o);
   int tested = 0;
   for (const strategy_info& s : gpualloc::strategy_table) {
@@ -433,7 +433,7 @@ int main(int argc, char** argv) {
       test_heap fresh(s.id, heap_bytes, 0, 3);
       test_exhaustion(s, fresh, o);
       test_largest(s, heap_bytes);
-      if (!STRESS_TSAN) test_big_heap(s);
+      if (!HOST_TEST_TSAN) test_big_heap(s);
     }
     test_checked(s, o, heap_bytes);
     test_warps(s, o);

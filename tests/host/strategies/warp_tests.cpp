@@ -425,7 +425,7 @@ int demo_disagreement() {
 
 // The leader acquires a block another thread filled and broadcasts it; lane 1 reads it with no ordering of its own.
 int demo_unordered() {
-  if (!STRESS_TSAN) {
+  if (!HOST_TEST_TSAN) {
     std::fprintf(stderr, "--warp-demo unordered needs the TSan build\n");
     return 2;
   }
