@@ -6,7 +6,8 @@
 #                                machine without clang runs the prebuilt GPU tests)
 #
 # Without a GPU the GPU tests report UNSUPPORTED; everything else runs.
-# Extra arguments after the options go to lit (e.g. a test path or --filter).
+# Extra arguments after the options go to lit (e.g. a test path or --filter;
+# `--param strategies=a,b` runs the GPU tests under those strategies only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -81,6 +81,10 @@ if shutil.which("compute-sanitizer", path=config.environment["PATH"]):
     config.available_features.add("compute-sanitizer")
 
 python = shutil.which("python3") or "python3"
+# `--param strategies=a,b` runs the GPU tests under those strategies only.
+for_each_strategy = "%s %s --info %s" % (python, os.path.join(config.gpualloc_src_root, "tests", "utils", "for_each_strategy.py"), os.path.join(bin_dir, "gpualloc-info"))
+if lit_config.params.get("strategies"):
+    for_each_strategy += " --only " + lit_config.params["strategies"]
 config.substitutions += [
     ("%clangxx", config.clangxx),
     ("%gpualloc-clangxx", os.path.join(bin_dir, "gpualloc-clang++")),
@@ -96,6 +100,6 @@ config.substitutions += [
     ("%gpu-bin", os.path.join(config.gpualloc_obj_root, "gpu")),
     ("%bin", bin_dir),
     ("%lib", lib_dir),
-    ("%for-each-strategy", "%s %s --info %s" % (python, os.path.join(config.gpualloc_src_root, "tests", "utils", "for_each_strategy.py"), os.path.join(bin_dir, "gpualloc-info"))),
+    ("%for-each-strategy", for_each_strategy),
     ("%python", python),
 ]
