@@ -23,13 +23,18 @@
 //   prob     Probability test: `iters` launches; a thread without memory
 //            allocates with p = 0.75, one with memory frees with p = 0.75
 //   oom      utilization: batches of 100,000 allocations until the first NULL
+//   churn    utilization under churn: slots filled to PERCENT % of the heap,
+//            then ROUNDS rounds in which each slot, with p = 1/4, frees its
+//            block and allocates a new one (live count constant), until the
+//            first round with a NULL
 //   init     context creation, first launch, and gpualloc_reset() time
 //   regs     registers and local memory of every kernel
 //
 // A point is  SIZE[-SIZEMAX]xTHREADS[xITERS], e.g. 16x1048576, 16-4096x1048576,
-// 16x65536x10. --baseline none runs the same kernels with no allocation at
-// all, --baseline bump with a hand-written warp-aggregated bump pointer
-// (sources.h).
+// 16x65536x10; for churn SIZE[-SIZEMAX]xPERCENTxROUNDS, e.g. 16-4096x90x200
+// (the slot count follows from the heap). --baseline none runs the same
+// kernels with no allocation at all, --baseline bump with a hand-written
+// warp-aggregated bump pointer (sources.h).
 //
 // Timing (timing.h): every timed kernel runs in a gated batch, so each event
 // pair brackets one kernel already queued; a point takes up to --reps
@@ -180,6 +185,35 @@ __global__ void k_prob(void** ptrs, unsigned* sizes, size_rule r, unsigned long 
   }
 }
 
+// Churn, one round over slots [first, first + n): an empty slot allocates; a
+// full one, with p = 1/4 (a coin of seed, round and slot), frees its block
+// and allocates a new one into the same slot, so the number of live blocks
+// stays constant. The new size is drawn from the rule (id: round and slot)
+// and kept in sizes[] for the check. A NULL leaves the slot empty (the next
+// round retries it) and counts in *nulls. Round 0 over empty slots is the fill.
+template <class Source>
+__global__ void k_churn(void** ptrs, unsigned* sizes, size_rule r, unsigned long long first, unsigned long long n,
+                        unsigned round, unsigned long long* nulls, Source source) {
+  unsigned long long t = gtid();
+  if (t >= n) return;
+  const unsigned long long slot = first + t;
+  void* p = ptrs[slot];
+  if (p) {
+    unsigned coin = hash32(static_cast<unsigned>(slot) * 0x01000193u ^ hash32(round * 0x85ebca6bu + r.seed));
+    if (coin % 4 != 0) return;
+    source.give_back(p);
+  }
+  unsigned long long sz = size_of(r, (static_cast<unsigned long long>(round) << 32) + slot);
+  p = source.take(slot / 32, sz);
+  if (p) {
+    *static_cast<unsigned*>(p) = static_cast<unsigned>(slot + 1);
+    sizes[slot] = static_cast<unsigned>(sz);
+  } else {
+    atomicAdd(nulls, 1ull);
+  }
+  ptrs[slot] = p;
+}
+
 // ---- verification (never timed) ------------------------------------------
 
 // The size of allocation i: from sizes[] when given, else from the rule.
@@ -308,6 +342,15 @@ unsigned long long rule_bytes(size_rule r, unsigned long long count, unsigned lo
   unsigned long long sum = 0;
   for (unsigned long long i = 0; i < count; ++i) sum += bench::round16(size_of(r, id0 + i));
   return sum;
+}
+
+// How many requests of the rule, ids 0, 1, ..., ask for `target` bytes (sizes
+// as requested, as the utilization counts them).
+unsigned long long requests_for(size_rule r, unsigned long long target) {
+  if (r.hi == 0) return (target + r.lo - 1) / r.lo;
+  unsigned long long n = 0;
+  for (unsigned long long sum = 0; sum < target; ++n) sum += size_of(r, n);
+  return n;
 }
 
 // The baselines' memory and a launcher that passes the right source to a
@@ -586,11 +629,25 @@ void run_prob(const context& c, const point& p) {
   emit_times(c, p, "total", t, fails, join_notes(worst, run.note()));
 }
 
-// Verification of n pointers, synchronously.
-check_result verify_now(void** ptrs, size_rule r, unsigned long long n, unsigned long long id0) {
+// Verification of n pointers, synchronously (sizes as enqueue_verify takes them).
+check_result verify_now(void** ptrs, const unsigned* sizes, size_rule r, unsigned long long n, unsigned long long id0) {
   dbuf<check_result> d(1);
-  enqueue_verify(ptrs, nullptr, r, n, id0, d.p);
+  enqueue_verify(ptrs, sizes, r, n, id0, d.p);
   return read_result(d.p);
+}
+
+// After everything was freed: allocates one batch of the rule into ptrs,
+// returns its NULLs (the memory should be back) and frees it again.
+unsigned long long nulls_after_free(void** ptrs, size_rule r, unsigned long long batch) {
+  dbuf<unsigned long long> nulls(1);
+  k_alloc_rule<<<grid(batch), kBlock>>>(ptrs, r, batch, 0, heap_source{});
+  BENCH_CUDA(cudaMemset(nulls.p, 0, sizeof(unsigned long long)));
+  k_count_nulls<<<grid(batch), kBlock>>>(ptrs, batch, nulls.p);
+  unsigned long long again = 0;
+  BENCH_CUDA(cudaMemcpy(&again, nulls.p, sizeof again, cudaMemcpyDeviceToHost));
+  k_free<<<grid(batch), kBlock>>>(ptrs, batch, heap_source{});
+  BENCH_CUDA(cudaDeviceSynchronize());
+  return again;
 }
 
 // Utilization: batches of `threads` allocations of the point's size, kept
@@ -632,17 +689,10 @@ void run_oom(const context& c, const point& p) {
     }
   }
   const unsigned long long total = b * batch;
-  check_result chk = verify_now(ptrs.p, r, total, 0);
+  check_result chk = verify_now(ptrs.p, nullptr, r, total, 0);
   k_free<<<grid(total), kBlock>>>(ptrs.p, total, heap_source{});
   BENCH_CUDA(cudaDeviceSynchronize());
-  // Memory back after the frees?
-  k_alloc_rule<<<grid(batch), kBlock>>>(ptrs.p, r, batch, 0, heap_source{});
-  BENCH_CUDA(cudaMemset(nulls.p, 0, sizeof(unsigned long long)));
-  k_count_nulls<<<grid(batch), kBlock>>>(ptrs.p, batch, nulls.p);
-  unsigned long long again = 0;
-  BENCH_CUDA(cudaMemcpy(&again, nulls.p, sizeof again, cudaMemcpyDeviceToHost));
-  k_free<<<grid(batch), kBlock>>>(ptrs.p, batch, heap_source{});
-  BENCH_CUDA(cudaDeviceSynchronize());
+  const unsigned long long again = nulls_after_free(ptrs.p, r, batch);
 
   const unsigned long long ok = chk.checked;
   bool overlap = chk.corrupt || chk.misaligned;
@@ -664,6 +714,138 @@ void run_oom(const context& c, const point& p) {
   tm.mode = "reset";
   tm.s = bench::summarize({alloc_ms});
   tm.failures = u.failures;
+  bench::emit(tm);
+}
+
+// Utilization under churn. The point is SIZE[-MAX]xPERCENTxROUNDS: slots are
+// filled (the churn kernel over empty slots, in batches) until the bytes
+// requested reach PERCENT % of the heap, then ROUNDS rounds of the churn
+// kernel run over all slots: the live count stays constant, the live bytes
+// near PERCENT %. It stops at the first round with a NULL, or when the time
+// budget is spent. Rounds run in gated batches (timing.h), each round timed;
+// a batch runs to its end, rounds after its first NULL do not count. Then
+// every live block is filled and checked, all are freed, and one batch is
+// allocated again (as oom).
+void run_churn(const context& c, const point& p) {
+  if (c.baseline()) return;
+  if (p.threads > 100) bench::fatal("churn point '%s': the live percentage is at most 100", p.text.c_str());
+  if (c.api.reset && !c.api.do_reset()) bench::fatal("gpualloc_reset failed");
+  const size_rule r{p.lo, p.hi, c.seed};
+  const unsigned long long heap = c.api.heap();
+  if (!heap) bench::fatal("churn: heap size unknown");
+  const double live = p.threads / 100.0;
+  const unsigned long long slots = requests_for(r, static_cast<unsigned long long>(live * heap));
+  if (slots >> 32) bench::fatal("churn point '%s': %llu slots (at most 2^32)", p.text.c_str(), slots);
+  const unsigned rounds = static_cast<unsigned>(p.iters);
+  constexpr unsigned long long kFillBatch = 1 << 18;
+  constexpr int kMaxBatch = 32;  // rounds per gated batch
+  dbuf<void*> ptrs(slots);
+  dbuf<unsigned> sizes(slots);
+  dbuf<unsigned long long> nulls(rounds + 1);  // [0]: the fill, [k]: round k
+  BENCH_CUDA(cudaMemset(ptrs.p, 0, slots * sizeof(void*)));
+  BENCH_CUDA(cudaMemset(nulls.p, 0, (rounds + 1) * sizeof(unsigned long long)));
+  const auto t0 = std::chrono::steady_clock::now();
+  bool budget_hit = false;
+
+  // Fill, a batch at a time, until the last slot or a NULL.
+  unsigned long long fill_nulls = 0;
+  for (unsigned long long first = 0; first < slots && !fill_nulls; first += kFillBatch) {
+    if (bench::wall_ms_since(t0) > c.limits.budget_ms) {
+      budget_hit = true;
+      break;
+    }
+    const unsigned long long n = std::min(kFillBatch, slots - first);
+    k_churn<<<grid(n), kBlock>>>(ptrs.p, sizes.p, r, first, n, 0, nulls.p, heap_source{});
+    BENCH_CUDA(cudaGetLastError());
+    BENCH_CUDA(cudaMemcpy(&fill_nulls, nulls.p, sizeof fill_nulls, cudaMemcpyDeviceToHost));
+  }
+
+  // Rounds (the fill has loaded k_churn, so a batch can wait behind the gate):
+  // the first batch holds one round, later ones as many as the budget has room for.
+  std::vector<double> round_ms;
+  unsigned rounds_ok = 0, first_null = 0;  // rounds without a NULL; the round of the first NULL (0: none)
+  unsigned long long nulls_then = 0;
+  bool gate_timed_out = false;
+  if (!fill_nulls && !budget_hit) {
+    bench::gate& g = bench::the_gate();
+    bench::marks m(2 * kMaxBatch);
+    std::vector<unsigned long long> batch_nulls(kMaxBatch);
+    double per_round_ms = 0;
+    for (unsigned next = 1; next <= rounds && !first_null;) {
+      const double elapsed = bench::wall_ms_since(t0);
+      if (elapsed > c.limits.budget_ms) {
+        budget_hit = true;
+        break;
+      }
+      int n = 1;
+      if (next > 1) n = static_cast<int>(std::clamp((c.limits.budget_ms - elapsed) / std::max(per_round_ms, 1e-3), 1.0,
+                                                    static_cast<double>(kMaxBatch)));
+      n = static_cast<int>(std::min<unsigned>(n, rounds - next + 1));
+      const auto s0 = std::chrono::steady_clock::now();
+      g.close();
+      for (int k = 0; k < n; ++k) {
+        m.at(2 * k);
+        k_churn<<<grid(slots), kBlock>>>(ptrs.p, sizes.p, r, 0, slots, next + k, nulls.p + next + k, heap_source{});
+        m.at(2 * k + 1);
+      }
+      g.open();
+      BENCH_CUDA(cudaDeviceSynchronize());
+      BENCH_CUDA(cudaGetLastError());
+      gate_timed_out |= g.timed_out();
+      per_round_ms = bench::wall_ms_since(s0) / n;
+      BENCH_CUDA(cudaMemcpy(batch_nulls.data(), nulls.p + next, n * sizeof(unsigned long long),
+                            cudaMemcpyDeviceToHost));
+      for (int k = 0; k < n && !first_null; ++k) {
+        round_ms.push_back(m.ms(2 * k, 2 * k + 1));
+        if (batch_nulls[k]) {
+          first_null = next + k;
+          nulls_then = batch_nulls[k];
+        } else {
+          ++rounds_ok;
+        }
+      }
+      next += n;
+    }
+  }
+
+  const check_result chk = verify_now(ptrs.p, sizes.p, r, slots, 0);
+  k_free<<<grid(slots), kBlock>>>(ptrs.p, slots, heap_source{});
+  BENCH_CUDA(cudaDeviceSynchronize());
+  const unsigned long long batch = std::min(kFillBatch, slots);
+  const unsigned long long again = nulls_after_free(ptrs.p, r, batch);
+
+  // outcome: held (every round without a NULL), null (first_null: fill or a
+  // round), cut (the time budget ended it first).
+  const bool null_seen = fill_nulls || first_null;
+  const char* outcome = null_seen ? "null" : budget_hit ? "cut" : "held";
+  std::string null_at;  // where the first NULL came, and how many that round (or the fill) saw
+  if (fill_nulls) null_at = " first_null=fill nulls_then=" + std::to_string(fill_nulls);
+  else if (first_null)
+    null_at = " first_null=" + std::to_string(first_null) + " nulls_then=" + std::to_string(nulls_then);
+  char note[320];
+  std::snprintf(note, sizeof note,
+                "outcome=%s%s slots=%llu rounds=%u/%u live_end=%.4f heap=%llu %s realloc_after_free_nulls=%llu/%llu%s",
+                outcome, null_at.c_str(), slots, rounds_ok, rounds, static_cast<double>(chk.requested) / heap, heap,
+                describe(chk).c_str(), again, batch, budget_hit ? " stopped_by_time_budget" : "");
+  const int failures = chk.corrupt || chk.misaligned ? 1 : 0;
+  bench::row u = make_row(c, p, "util");
+  u.metric = "churn";
+  u.unit = "fraction";
+  u.s = bench::summarize(null_seen || budget_hit ? std::vector<double>{} : std::vector<double>{live});
+  u.failures = failures;
+  u.note = note;
+  bench::emit(u);
+  bench::row rd = make_row(c, p, "util");
+  rd.metric = "rounds";
+  rd.unit = "rounds";
+  rd.s = bench::summarize({static_cast<double>(rounds_ok)});
+  rd.failures = failures;
+  rd.note = std::string("outcome=") + outcome;
+  bench::emit(rd);
+  bench::row tm = make_row(c, p, "round");
+  tm.s = bench::summarize(round_ms);
+  tm.failures = failures;
+  tm.note = gate_timed_out ? "gate timed out (times may include launch gaps)" : "";
   bench::emit(tm);
 }
 
@@ -779,8 +961,8 @@ void run_coalesce(const context& c, const point& p) {
 
 void usage() {
   std::printf(
-      "usage: gpualloc-bench-alloc --test single|mixed|scaling|coalesce|acd|prob|oom|init|regs\n"
-      "         [--points SIZE[-MAX]xTHREADS[xITERS],...] [--mode warm|reset]\n"
+      "usage: gpualloc-bench-alloc --test single|mixed|scaling|coalesce|acd|prob|oom|churn|init|regs\n"
+      "         [--points SIZE[-MAX]xTHREADS[xITERS],...  (churn: SIZE[-MAX]xPERCENTxROUNDS)] [--mode warm|reset]\n"
       "         [--reps N] [--min-reps N] [--warmup N] [--budget-s SECONDS] [--hard-limit-s SECONDS]\n"
       "         [--seed N] [--baseline none|bump] [--reset-each-rep]\n"
       "Prints ROW,%s lines. Normally run by bench/gpualloc-bench.\n",
@@ -858,6 +1040,8 @@ int main(int argc, char** argv) {
       run_prob(c, p);
     else if (c.test == "oom")
       run_oom(c, p);
+    else if (c.test == "churn")
+      run_churn(c, p);
     else
       bench::fatal("unknown test '%s'", c.test.c_str());
   }
