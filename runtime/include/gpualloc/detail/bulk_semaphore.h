@@ -33,6 +33,11 @@
 // nothing means the heap is out of memory: wait() then grants whatever C
 // still holds (fewer than n, maybe 0) instead of sleeping forever.
 //
+// Waiters: the fast path's fetch-add is undone when it fails, leaving C
+// too low for a moment; that is fine once per request, but threads that
+// retry in a loop would keep C low for each other (detail/atomic.h,
+// try_subtract), so wait() retries with a compare-and-swap.
+//
 // Memory ordering: the counters carry no data (the queue slots do), so every
 // access is relaxed, except that a grant (a successful subtraction) is an
 // acquire and a signal a release, so that a resource granted is ordered after
@@ -70,11 +75,7 @@ struct bulk_semaphore {
 
   // Takes n only if C keeps at least `keep` afterwards; never waits.
   GPUALLOC_HD bool try_reduce(std::uint64_t n, std::int64_t keep = 0) {
-    device_atomic<std::int64_t> c(count);
-    std::int64_t v = c.load(relaxed);
-    while (v >= static_cast<std::int64_t>(n) + keep)
-      if (c.compare_exchange_weak(v, v - static_cast<std::int64_t>(n), acquire, relaxed)) return true;
-    return false;
+    return try_subtract(device_atomic<std::int64_t>(count), static_cast<std::int64_t>(n), keep, acquire);
   }
 
   // Takes min(C, n) and returns it.
@@ -105,7 +106,7 @@ struct bulk_semaphore {
     device_atomic<std::uint64_t> p(pending);
     backoff b;
     for (;;) {
-      if (try_wait(n)) return n;
+      if (try_reduce(n)) return n;  // not try_wait: see the note on waiters above
       std::uint64_t pv = p.load(relaxed);
       const std::int64_t c = available();
       const std::int64_t e = static_cast<std::int64_t>(pv >> 32), r = static_cast<std::int64_t>(pv & reserved_mask);

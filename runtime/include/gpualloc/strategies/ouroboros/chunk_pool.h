@@ -34,10 +34,7 @@ namespace gpualloc::strategies::ouro {
 
 struct chunk_pool {
   GPUALLOC_HD static bool reserve(heap h, std::uint64_t n) {
-    detail::device_atomic<std::int64_t> a(h.pool().available);
-    if (a.fetch_sub(static_cast<std::int64_t>(n), detail::relaxed) >= static_cast<std::int64_t>(n)) return true;
-    a.fetch_add(static_cast<std::int64_t>(n), detail::relaxed);
-    return false;
+    return detail::try_subtract(detail::device_atomic<std::int64_t>(h.pool().available), static_cast<std::int64_t>(n));
   }
 
   GPUALLOC_HD static void unreserve(heap h, std::uint64_t n) {

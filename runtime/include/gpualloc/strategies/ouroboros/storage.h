@@ -77,10 +77,7 @@ struct slot_reservations {
   }
 
   GPUALLOC_HD static bool reserve_limited(heap h, unsigned c, std::uint64_t n) {
-    auto s = slots(h, c);
-    if (s.fetch_add(n, detail::relaxed) + n <= h.L.slot_limit[c]) return true;
-    s.fetch_sub(n, detail::relaxed);
-    return false;
+    return detail::try_add_within(slots(h, c), n, h.L.slot_limit[c]);
   }
 
   GPUALLOC_HD static void release_limited(heap h, unsigned c, std::uint64_t n) {
