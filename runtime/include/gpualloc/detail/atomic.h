@@ -19,27 +19,28 @@ inline constexpr auto acquire = cuda::memory_order_acquire;
 inline constexpr auto release = cuda::memory_order_release;
 inline constexpr auto acq_rel = cuda::memory_order_acq_rel;
 
-// Counters that must not cross a bound: subtract only while at least
-// n + keep is there, add only while the sum stays <= limit. Both are
-// compare-and-swap loops that never change the counter unless they succeed.
-// (A fetch_sub undone on failure makes the counter wrong for a moment; with
-// thousands of GPU threads retrying at once those moments overlap, the
-// counter stays below n and every taker fails: a livelock, seen on an H100
-// with 2,400 lanes spinning on one queue's fill count.)
+// Counters that must not cross a bound, taken from or added to by threads
+// that retry until they succeed (a queue's fill count, a semaphore's waiters).
+// One load first: only a thread that saw room changes the counter, with one
+// fetch-add undone if it lost the race. Without the load, every retrying
+// thread's failed subtraction holds the counter low until its undo; 2,400
+// lanes retrying on one queue's fill count on an H100 kept it low for each
+// other forever (a livelock). A compare-and-swap loop instead never leaves
+// the counter wrong, but under that contention only one of the threads
+// succeeds per round trip, and Ouroboros-C-VA took 3x as long.
 template <class T>
-GPUALLOC_HD bool try_subtract(device_atomic<T> counter, T n, T keep = 0,
-                              cuda::memory_order on_success = relaxed) {
-  T v = counter.load(relaxed);
-  while (v >= n + keep)
-    if (counter.compare_exchange_weak(v, v - n, on_success, relaxed)) return true;
+GPUALLOC_HD bool try_take_counted(device_atomic<T> counter, T n, cuda::memory_order on_success = relaxed) {
+  if (counter.load(relaxed) < n) return false;
+  if (counter.fetch_sub(n, on_success) >= n) return true;
+  counter.fetch_add(n, relaxed);
   return false;
 }
 
 template <class T>
-GPUALLOC_HD bool try_add_within(device_atomic<T> counter, T n, T limit) {
-  T v = counter.load(relaxed);
-  while (v + n <= limit)
-    if (counter.compare_exchange_weak(v, v + n, relaxed, relaxed)) return true;
+GPUALLOC_HD bool try_add_counted(device_atomic<T> counter, T n, T limit) {
+  if (counter.load(relaxed) + n > limit) return false;
+  if (counter.fetch_add(n, relaxed) + n <= limit) return true;
+  counter.fetch_sub(n, relaxed);
   return false;
 }
 

@@ -35,8 +35,8 @@
 //
 // Waiters: the fast path's fetch-add is undone when it fails, leaving C
 // too low for a moment; that is fine once per request, but threads that
-// retry in a loop would keep C low for each other (detail/atomic.h,
-// try_subtract), so wait() retries with a compare-and-swap.
+// retry in a loop would keep C low for each other, so wait() looks first
+// (detail/atomic.h, try_take_counted).
 //
 // Memory ordering: the counters carry no data (the queue slots do), so every
 // access is relaxed, except that a grant (a successful subtraction) is an
@@ -75,7 +75,11 @@ struct bulk_semaphore {
 
   // Takes n only if C keeps at least `keep` afterwards; never waits.
   GPUALLOC_HD bool try_reduce(std::uint64_t n, std::int64_t keep = 0) {
-    return try_subtract(device_atomic<std::int64_t>(count), static_cast<std::int64_t>(n), keep, acquire);
+    device_atomic<std::int64_t> c(count);
+    std::int64_t v = c.load(relaxed);
+    while (v >= static_cast<std::int64_t>(n) + keep)
+      if (c.compare_exchange_weak(v, v - static_cast<std::int64_t>(n), acquire, relaxed)) return true;
+    return false;
   }
 
   // Takes min(C, n) and returns it.
@@ -106,7 +110,8 @@ struct bulk_semaphore {
     device_atomic<std::uint64_t> p(pending);
     backoff b;
     for (;;) {
-      if (try_reduce(n)) return n;  // not try_wait: see the note on waiters above
+      if (try_take_counted(device_atomic<std::int64_t>(count), static_cast<std::int64_t>(n), acquire))
+        return n;  // not try_wait: see the note on waiters above
       std::uint64_t pv = p.load(relaxed);
       const std::int64_t c = available();
       const std::int64_t e = static_cast<std::int64_t>(pv >> 32), r = static_cast<std::int64_t>(pv & reserved_mask);

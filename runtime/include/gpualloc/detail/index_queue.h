@@ -74,7 +74,7 @@ struct fill_count {
   GPUALLOC_HD void add(std::int64_t n) { device_atomic<std::int64_t>(value).fetch_add(n, relaxed); }
 
   // Counts n out; false (nothing counted) if fewer are in.
-  GPUALLOC_HD bool try_take(std::int64_t n) { return try_subtract(device_atomic<std::int64_t>(value), n); }
+  GPUALLOC_HD bool try_take(std::int64_t n) { return try_take_counted(device_atomic<std::int64_t>(value), n); }
 };
 
 // Slots in a ring of 2^bits entries.

@@ -34,7 +34,8 @@ namespace gpualloc::strategies::ouro {
 
 struct chunk_pool {
   GPUALLOC_HD static bool reserve(heap h, std::uint64_t n) {
-    return detail::try_subtract(detail::device_atomic<std::int64_t>(h.pool().available), static_cast<std::int64_t>(n));
+    return detail::try_take_counted(detail::device_atomic<std::int64_t>(h.pool().available),
+                                    static_cast<std::int64_t>(n));
   }
 
   GPUALLOC_HD static void unreserve(heap h, std::uint64_t n) {

@@ -77,7 +77,7 @@ struct slot_reservations {
   }
 
   GPUALLOC_HD static bool reserve_limited(heap h, unsigned c, std::uint64_t n) {
-    return detail::try_add_within(slots(h, c), n, h.L.slot_limit[c]);
+    return detail::try_add_counted(slots(h, c), n, h.L.slot_limit[c]);
   }
 
   GPUALLOC_HD static void release_limited(heap h, unsigned c, std::uint64_t n) {
