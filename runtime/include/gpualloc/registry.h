@@ -59,7 +59,9 @@
   X(ouroboros_c_va, ouroboros_c_va, "ouroboros-c-va", full, "the heap less its tables (a run of 1 KiB units)", 80, 80, \
     "Ouroboros-C-VA (Winter et al. 2020): queues of chunks with free pages virtualised on queue chunks behind a small pointer array") \
   X(ouroboros_c_vl, ouroboros_c_vl, "ouroboros-c-vl", full, "the heap less its tables (a run of 1 KiB units)", 80, 80, \
-    "Ouroboros-C-VL (Winter et al. 2020): queues of chunks with free pages as linked queue chunks, lagged reclamation")
+    "Ouroboros-C-VL (Winter et al. 2020): queues of chunks with free pages as linked queue chunks, lagged reclamation") \
+  X(sm_slab, sm_slab, "sm-slab", full, "the heap less its tables, as a run of whole segments (32 KiB to 1 MiB each; 2 KiB up in heaps under 2 MiB)", 85, 70, \
+    "sm-slab (this project): per-SM current and next slab per size class, one fetch-add and one fetch-and per warp, free bitmaps, slabs a quarter free reused")
 
 namespace gpualloc {
 

@@ -1,9 +1,11 @@
 // What the host strategy tests share: whether this build runs under
-// ThreadSanitizer (HOST_TEST_TSAN: 1 or 0), and a small, fast random
-// generator (splitmix64) that each thread seeds for itself.
+// ThreadSanitizer (HOST_TEST_TSAN: 1 or 0), a small, fast random generator
+// (splitmix64) that each thread seeds for itself, and the parts tests'
+// CHECK (called by one thread at a time; harness.h has its own FAIL).
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 
 #if defined(__SANITIZE_THREAD__)
 #define HOST_TEST_TSAN 1
@@ -30,4 +32,17 @@ struct rng {
   std::uint64_t below(std::uint64_t n) { return next() % n; }
 };
 
+inline int failures = 0;  // CHECKs that failed
+
 }  // namespace host_test
+
+// Counts and prints a failure unless cond holds.
+#define CHECK(cond, ...)                 \
+  do {                                   \
+    if (!(cond)) {                       \
+      std::fprintf(stderr, "FAILED: ");  \
+      std::fprintf(stderr, __VA_ARGS__); \
+      std::fprintf(stderr, "\n");        \
+      ++::host_test::failures;           \
+    }                                    \
+  } while (0)

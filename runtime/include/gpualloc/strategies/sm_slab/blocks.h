@@ -1,0 +1,349 @@
+// sm-slab's blocks: a segment formatted for size class c is one block of
+// K = objects(c) objects, with a free bitmap (bit set = object free), a
+// cursor that hands out positions, a count of what is outstanding, and a
+// queue per class of blocks worth reusing (layout.h).
+//
+// Per segment (segment_record):
+//   kind    kind_free, the class c, or kind_run | n for the first of a run
+//           of n segments handed out whole. Written before the memory is
+//           handed out; free() reads it (relaxed) to find an object's class.
+//   cursor  [class:6 | position:26]. A pass over the block starts it at
+//           (c, 0); a claim adds the objects it wants and tries the bits of
+//           positions [before, before + n) below K.
+//   holds   [ticket:32 | in_slot:1 | queued:1 | count:30].
+//           count = live objects + positions of the running pass not yet
+//           settled (a claimer settles its position when it got the bit,
+//           which makes the object live, or credits it back when it did
+//           not); in_slot: a slot holds the block; queued: its class's
+//           queue holds it. ticket: a new one at every format and enqueue.
+//
+// Invariants
+//  B1 The bitmap is the truth: an object belongs to whoever cleared its set
+//     bit (fetch-and), and goes back by setting it (fetch-or). The cursor
+//     only spreads claimers over the bits, so a stale or repeated position
+//     can never hand an object out twice.
+//  B2 A block is released (its segment back to the tree) only by the thread
+//     that moves `holds` to count 0 with no flag set, or that clears
+//     `queued` at count 0 (one compare-and-swap). Then no object is live, no
+//     position is unsettled and no slot or queue holds it, so no one is left
+//     who could touch its bits: every position below K was handed out (the
+//     cursor is past K) and settled, and a claimer that adds to the cursor
+//     later finds its positions past K, or finds another class's pass.
+//  B3 A claimer whose add came back with another class in the cursor (it read
+//     a slot before the block was released and formatted again) touches no
+//     bit and credits the positions it took from that pass, so the pass
+//     still settles. One with its own class takes part in whatever pass of
+//     that class is running: its objects have the size it wants.
+//  B4 count grows only when a pass starts (+K), and a pass starts only on a
+//     block a slot holds; a block nobody holds only loses count. So among
+//     the threads that lower an unheld block's count, exactly one reaches
+//     0, and the threshold below is crossed once per retirement.
+//  Q1 A retired block (no flag) whose count falls to 3K/4 or below (a
+//     quarter of its objects free, at least) is queued: it reserves room in
+//     its class's queue (none left: it stays retired), one compare-and-swap
+//     sets `queued` with a new ticket, then its segment goes into the queue.
+//     (Reused from half free, churn kept ~60% of a heap live; from a
+//     quarter, ~70-80%: sm_slab_parts.cpp --report.) A queue entry is a
+//     hint: a refill dequeues a segment and takes it only if it is queued,
+//     formatted for the refill's class, and its compare-and-swap from the
+//     `holds` it read (same ticket: no format or enqueue in between) to
+//     in_slot succeeds; otherwise the entry is stale (the block was
+//     released, or queued anew, maybe for another class) and is dropped.
+//     The pass starts (+K, cursor at 0) only when a slot makes the block
+//     current, so a block waiting in `next` can be let go again untouched
+//     (sm_slab.h P4).
+//  Q2 A queued block whose last object comes back is released at once (B2),
+//     so every byte freed can serve any class again; its entry goes stale.
+//     A queue's room counts reserved entries not yet dequeued, so a ring of
+//     one entry per segment never overflows and an enqueue never waits for
+//     room.
+//
+// Memory ordering: a pass starts with `holds` and the bitmap written, then
+// the cursor stored with release (start); a claim's add is acquire, so the
+// claimer sees both. Bits: fetch-or release (the freer's writes go with the object),
+// fetch-and acquire. `holds`: every read-modify-write acq_rel, so the
+// releaser is ordered after every free and settlement before it, and the
+// next formatter after the releaser (through the tree, bit_tree.h). Queue
+// entries: index_queue.h.
+#pragma once
+
+#include <cstdint>
+
+#include "gpualloc/config.h"
+#include "gpualloc/detail/atomic.h"
+#include "gpualloc/detail/backoff.h"
+#include "gpualloc/detail/bit_field.h"
+#include "gpualloc/detail/bit_tree.h"
+#include "gpualloc/detail/bits.h"
+#include "gpualloc/detail/index_queue.h"
+#include "gpualloc/strategies/sm_slab/layout.h"
+
+namespace gpualloc::sm_slab_parts {
+
+inline constexpr std::uint32_t kind_free = 0xffu;
+inline constexpr std::uint32_t kind_run = 1u << 31;
+inline constexpr std::uint32_t no_segment = ~0u;
+
+inline constexpr std::uint32_t position_bits = 26;
+inline constexpr std::uint32_t position_mask = (1u << position_bits) - 1;
+inline constexpr std::uint32_t no_class = 63;  // the cursor of a segment never formatted
+
+inline constexpr std::uint64_t count_mask = (std::uint64_t{1} << 30) - 1;
+inline constexpr std::uint64_t queued = std::uint64_t{1} << 30;
+inline constexpr std::uint64_t in_slot = std::uint64_t{1} << 31;
+inline constexpr std::uint64_t flags_and_count = (std::uint64_t{1} << 32) - 1;
+inline constexpr std::uint64_t one_ticket = std::uint64_t{1} << 32;
+
+GPUALLOC_INLINE std::uint32_t cursor_class(std::uint32_t cursor) { return cursor >> position_bits; }
+
+// What a claim of n <= 64 positions got: the first position, and the bits
+// (relative to it, lowest = first) of the objects it owns now.
+struct claim {
+  std::uint32_t first;
+  bool exhausted;     // the pass reached K: the block must be replaced
+  std::uint64_t got;  // bit i: object first + i
+};
+
+class blocks {
+ public:
+  GPUALLOC_HD blocks(const layout& L, std::byte* arena) : L_(L), arena_(arena) {}
+
+  GPUALLOC_HD std::byte* data() const { return arena_ + L_.data_offset; }
+  GPUALLOC_HD std::byte* object(std::uint32_t seg, std::uint32_t c, std::uint32_t i) const {
+    return data() + (std::uint64_t{seg} << L_.segment_log2) + L_.object_offset(c, i);
+  }
+  GPUALLOC_HD std::uint32_t kind(std::uint32_t seg) const {
+    return detail::device_atomic<std::uint32_t>(record(seg).kind).load(detail::relaxed);
+  }
+
+  // Claims up to n (<= 64) objects of class c from segment seg's running
+  // pass with one add on the cursor and one fetch-and per bitmap word the
+  // positions span (one or two: B1, B3); settles the positions it did not get.
+  GPUALLOC_HD claim take(std::uint32_t seg, std::uint32_t c, std::uint32_t n) const {
+    const std::uint32_t before =
+        detail::device_atomic<std::uint32_t>(record(seg).cursor).fetch_add(n, detail::acquire);
+    const std::uint32_t first = before & position_mask;
+    if (cursor_class(before) != c) {
+      credit_foreign(seg, before, n);
+      return {first, true, 0};
+    }
+    const std::uint32_t K = L_.objects(c);
+    if (first >= K) return {first, true, 0};
+    const std::uint32_t len = first + n <= K ? n : K - first;
+    std::uint64_t* words = bitmap(seg);
+    const std::uint32_t shift = first % 64;
+    const std::uint64_t mask0 = detail::low_bits(len) << shift;
+    std::uint64_t got = take_bits(words[first / 64], mask0) >> shift;
+    if (shift + len > 64) got |= take_bits(words[first / 64 + 1], detail::low_bits(shift + len - 64)) << (64 - shift);
+    const std::uint32_t missed = len - detail::popcount(got);
+    if (missed != 0) settle_missed(seg, missed);
+    return {first, first + n >= K, got};
+  }
+
+  // Whether seg's pass of class c has positions left (a load: no add, so
+  // requests that find every block exhausted do not keep adding to cursors).
+  GPUALLOC_HD bool open(std::uint32_t seg, std::uint32_t c) const {
+    const std::uint32_t cursor = detail::device_atomic<std::uint32_t>(record(seg).cursor).load(detail::relaxed);
+    return cursor_class(cursor) == c && (cursor & position_mask) < L_.objects(c);
+  }
+
+  // Objects whose bits lanes of one group set again in word w of seg's
+  // bitmap (`bits`, `lanes` objects): B1, then the count (B2, Q1, Q2).
+  GPUALLOC_HD void give_back(std::uint32_t seg, std::uint32_t w, std::uint64_t bits, std::uint32_t lanes) const {
+    detail::device_atomic<std::uint64_t>(bitmap(seg)[w]).fetch_or(bits, detail::release);
+    const std::uint64_t after = holds(seg).fetch_sub(lanes, detail::acq_rel) - lanes;
+    if ((after & in_slot) == 0) dropped(seg, after);
+  }
+
+  // A block for a slot of class c: a queued one (Q1) or a fresh segment,
+  // held by the slot, its pass not started (its cursor is past its K, B2).
+  // no_segment when the class has none and the tree is empty. Out of line:
+  // refill and prefetch share one copy (registers, sm_slab.h).
+  __attribute__((noinline)) GPUALLOC_HD std::uint32_t get(std::uint32_t c) const {
+    std::uint32_t seg = dequeue(c);
+    if (seg == no_segment) {
+      seg = tree().claim_first();
+      if (seg == detail::bit_tree::none) return no_segment;
+      format(seg, c);
+    }
+    return seg;
+  }
+
+  // A pass over slot-held block seg of class c: K positions to settle, the
+  // cursor at 0. Returns the count before: the live objects (and positions
+  // of its last pass a straggler has yet to settle).
+  GPUALLOC_HD std::uint32_t start(std::uint32_t seg, std::uint32_t c) const {
+    const std::uint64_t before = holds(seg).fetch_add(L_.objects(c), detail::acq_rel);
+    detail::device_atomic<std::uint32_t>(record(seg).cursor).store(c << position_bits, detail::release);
+    return static_cast<std::uint32_t>(before & count_mask);
+  }
+
+  // Objects a claim at `first` got and nobody wants (bits relative to first): back.
+  __attribute__((noinline)) GPUALLOC_HD void give_back_claimed(std::uint32_t seg, std::uint32_t first,
+                                                               std::uint64_t bits) const {
+    const std::uint32_t w = first / 64, shift = first % 64;
+    if (const std::uint64_t low = bits << shift; low != 0) give_back(seg, w, low, detail::popcount(low));
+    if (const std::uint64_t high = shift == 0 ? 0 : bits >> (64 - shift); high != 0)
+      give_back(seg, w + 1, high, detail::popcount(high));
+  }
+
+  // A slot lets go of seg (replaced with its pass past K, or never started).
+  GPUALLOC_HD void retire(std::uint32_t seg) const {
+    dropped(seg, holds(seg).fetch_sub(in_slot, detail::acq_rel) - in_slot);
+  }
+
+  // The highest run of `count` free segments, handed out whole; its first
+  // segment or no_segment.
+  GPUALLOC_HD std::uint32_t claim_run(std::uint32_t count) const {
+    const std::uint32_t first = tree().claim_last_run(count);
+    if (first == detail::bit_tree::none) return no_segment;
+    detail::device_atomic<std::uint32_t>(record(first).kind).store(kind_run | count, detail::relaxed);
+    return first;
+  }
+  GPUALLOC_HD void return_run(std::uint32_t first) const {
+    const std::uint32_t count = kind(first) & ~kind_run;
+    detail::device_atomic<std::uint32_t>(record(first).kind).store(kind_free, detail::relaxed);
+    tree().insert_run(first, count);
+  }
+
+  // Init, thread t of `threads`: every segment free and in the tree, every queue empty.
+  GPUALLOC_HD void init(std::uint64_t t, std::uint64_t threads) const {
+    for (std::uint64_t seg = t; seg < L_.segments; seg += threads) {
+      segment_record& r = record(static_cast<std::uint32_t>(seg));
+      r.holds = 0;
+      r.cursor = no_class << position_bits;
+      r.kind = kind_free;
+    }
+    for (std::uint64_t i = t; i < L_.tree.words; i += threads)
+      tree_words()[i] = L_.tree.initial_word(static_cast<std::uint32_t>(i), true);
+    for (std::uint64_t c = t; c < L_.classes; c += threads) {
+      detail::queue_ends& e = ends(static_cast<std::uint32_t>(c));
+      e.front = 0;
+      e.back = 0;
+      entries(static_cast<std::uint32_t>(c)).value = 0;
+      room(static_cast<std::uint32_t>(c)).value = static_cast<std::int64_t>(L_.queue_mask + 1);
+    }
+    const std::uint64_t cells = L_.classes * (L_.queue_mask + 1);
+    for (std::uint64_t i = t; i < cells; i += threads) ring_entries()[i] = detail::index_slot<std::uint32_t>::empty;
+  }
+
+ private:
+  GPUALLOC_HD segment_record& record(std::uint32_t seg) const {
+    return reinterpret_cast<segment_record*>(arena_ + L_.records_offset)[seg];
+  }
+  GPUALLOC_HD detail::device_atomic<std::uint64_t> holds(std::uint32_t seg) const {
+    return detail::device_atomic<std::uint64_t>(record(seg).holds);
+  }
+  GPUALLOC_HD std::uint64_t* bitmap(std::uint32_t seg) const {
+    return reinterpret_cast<std::uint64_t*>(arena_ + L_.bitmaps_offset) + (std::uint64_t{seg} << L_.bitmap_words_log2);
+  }
+  GPUALLOC_HD std::uint64_t* tree_words() const { return reinterpret_cast<std::uint64_t*>(arena_ + L_.tree_offset); }
+  GPUALLOC_HD detail::bit_tree tree() const { return detail::bit_tree(tree_words(), L_.tree); }
+  GPUALLOC_HD detail::queue_ends& ends(std::uint32_t c) const {
+    return *reinterpret_cast<detail::queue_ends*>(arena_ + L_.ends_offset + c * layout::queue_bytes());
+  }
+  GPUALLOC_HD detail::fill_count& entries(std::uint32_t c) const {  // in the queue (index_queue.h)
+    return reinterpret_cast<detail::fill_count*>(arena_ + L_.ends_offset + c * layout::queue_bytes() +
+                                                 sizeof(detail::queue_ends))[0];
+  }
+  GPUALLOC_HD detail::fill_count& room(std::uint32_t c) const {  // ring entries neither reserved nor dequeued
+    return reinterpret_cast<detail::fill_count*>(arena_ + L_.ends_offset + c * layout::queue_bytes() +
+                                                 sizeof(detail::queue_ends))[1];
+  }
+  GPUALLOC_HD std::uint32_t* ring_entries() const { return reinterpret_cast<std::uint32_t*>(arena_ + L_.rings_offset); }
+  GPUALLOC_HD detail::index_ring<std::uint32_t> ring(std::uint32_t c) const {
+    return {ring_entries() + c * (L_.queue_mask + 1), L_.queue_mask};
+  }
+
+  GPUALLOC_HD static std::uint64_t take_bits(std::uint64_t& word, std::uint64_t mask) {
+    return detail::device_atomic<std::uint64_t>(word).fetch_and(~mask, detail::acquire) & mask;
+  }
+
+  // Positions of the running pass a claimer took but found no free bit at.
+  __attribute__((noinline)) GPUALLOC_HD void settle_missed(std::uint32_t seg, std::uint32_t missed) const {
+    const std::uint64_t after = holds(seg).fetch_sub(missed, detail::acq_rel) - missed;
+    if ((after & in_slot) == 0) dropped(seg, after);
+  }
+
+  // B3: an add of n that came back as `before` from another class's pass.
+  __attribute__((noinline)) GPUALLOC_HD void credit_foreign(std::uint32_t seg, std::uint32_t before,
+                                                            std::uint32_t n) const {
+    const std::uint32_t c = cursor_class(before), first = before & position_mask;
+    if (c >= L_.classes) return;
+    const std::uint32_t K = L_.objects(c);
+    if (first < K) settle_missed(seg, n < K - first ? n : K - first);
+  }
+
+  // Segment seg's holds fell to `after` (B2, Q1, Q2), or a claimer looks again.
+  // `after` is the value this thread's own decrement left; only then does
+  // count 0 with no flag make it the releaser (B4); a value it reads again
+  // after a failed compare-and-swap does not.
+  __attribute__((noinline)) GPUALLOC_HD void dropped(std::uint32_t seg, std::uint64_t after) const {
+    detail::backoff wait;
+    for (bool own = true;; own = false) {
+      const std::uint64_t count = after & count_mask, flags = after & (in_slot | queued);
+      std::uint64_t want;
+      if (flags == 0 && count == 0) {
+        if (own) release(seg);  // B2
+        return;
+      }
+      if (flags == queued && count == 0) {
+        want = after & ~flags_and_count;  // Q2
+      } else if (flags == 0) {
+        const std::uint32_t c = kind(seg);
+        if (c >= L_.classes || count > L_.objects(c) / 4 * 3) return;
+        if (!room(c).try_take(1)) return;  // the queue is full: the block stays retired
+        want = (after & ~flags_and_count) + one_ticket + queued + count;  // Q1
+        if (holds(seg).compare_exchange_strong(after, want, detail::acq_rel, detail::acquire))
+          return enqueue(c, seg);
+        room(c).add(1);
+        wait.pause();
+        continue;
+      } else {
+        return;
+      }
+      if (holds(seg).compare_exchange_strong(after, want, detail::acq_rel, detail::acquire)) return release(seg);
+      wait.pause();
+    }
+  }
+
+  __attribute__((noinline)) GPUALLOC_HD void release(std::uint32_t seg) const {
+    detail::device_atomic<std::uint32_t>(record(seg).kind).store(kind_free, detail::relaxed);
+    tree().insert(seg);
+  }
+
+  GPUALLOC_HD void enqueue(std::uint32_t c, std::uint32_t seg) const {
+    detail::index_slot<std::uint32_t>::put(ring(c).at(ends(c).reserve_back(1)), seg);
+    entries(c).add(1);
+  }
+
+  // A queued block of class c, now held by a slot (Q1), or no_segment.
+  GPUALLOC_HD std::uint32_t dequeue(std::uint32_t c) const {
+    while (entries(c).try_take(1)) {
+      const std::uint32_t seg = detail::index_slot<std::uint32_t>::take(ring(c).at(ends(c).reserve_front(1)));
+      room(c).add(1);
+      std::uint64_t seen = holds(seg).load(detail::acquire);
+      if ((seen & (in_slot | queued)) == queued && kind(seg) == c &&
+          holds(seg).compare_exchange_strong(seen, (seen & ~queued) + in_slot, detail::acq_rel, detail::acquire))
+        return seg;
+    }
+    return no_segment;
+  }
+
+  // A fresh segment (from the tree) becomes a block of class c, held by a slot.
+  GPUALLOC_HD void format(std::uint32_t seg, std::uint32_t c) const {
+    const std::uint32_t K = L_.objects(c);
+    std::uint64_t* words = bitmap(seg);
+    for (std::uint32_t w = 0; w * 64 < K; ++w)
+      detail::device_atomic<std::uint64_t>(words[w]).store(detail::low_bits(K - w * 64 < 64 ? K - w * 64 : 64),
+                                                           detail::relaxed);
+    detail::device_atomic<std::uint32_t>(record(seg).kind).store(c, detail::relaxed);
+    const std::uint64_t ticket = (holds(seg).load(detail::relaxed) >> 32) + 1;
+    holds(seg).store(ticket << 32 | in_slot, detail::relaxed);
+  }
+
+  const layout& L_;
+  std::byte* arena_;
+};
+
+}  // namespace gpualloc::sm_slab_parts

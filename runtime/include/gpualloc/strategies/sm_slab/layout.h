@@ -1,0 +1,185 @@
+// sm-slab's arena layout: the segment size, the size classes, the slots per
+// class and where every table lies. A pure function of (arena bytes, SM
+// count), computed once on the host by the strategy's plan; the device only
+// reads it.
+//
+//   arena: [ segment records | bitmaps | slot pairs | queue ends | queue rings | segment tree | data ]
+//   data:  segment 0 | segment 1 | ...           (each 2^segment_log2 bytes)
+//
+// Sizes:
+//  - segment: the unit of the segment tree and the block of every class (a
+//    block is one segment, so a block goes back to the tree as soon as its
+//    last object does). The largest power of two in 32 KiB .. 1 MiB for
+//    which every SM can buffer two blocks of each class up to 8 KiB within
+//    an eighth of the arena (132 SMs: 16 GiB gets 128 KiB, 80 GiB 512 KiB),
+//    else 32 KiB, and at most arena/64 (down to 2 KiB for tiny heaps);
+//  - classes: objects of 16, 32, 48, 64 B, then four per doubling (80, 96,
+//    112, 128, 160, 192 ... B: 5..8 times 2^(t-3)), so at most a fifth of a
+//    request is lost to rounding; up to half a segment. A block of class c
+//    holds objects(c) = floor(segment / size) of them. Larger requests are
+//    runs of whole segments;
+//  - slots: a pair (current, next block) per class and SM (the SM count
+//    rounded up to a power of two; SMs share a slot modulo the count) up to
+//    8 KiB, half as many per doubling above; halved further, the class with
+//    the most slots in use first, until the blocks the slots can hold (two
+//    per slot, counting at most one slot per SM) stay within an eighth of
+//    the arena (at least one slot per class);
+//  - queues: per class, a ring of segment indices with room for all
+//    segments (a queue that is full takes no more: blocks.h Q1).
+#pragma once
+
+#include <cstdint>
+
+#include "gpualloc/config.h"
+#include "gpualloc/detail/bit_tree.h"
+#include "gpualloc/detail/bits.h"
+#include "gpualloc/detail/index_queue.h"
+#include "gpualloc/heap.h"
+
+namespace gpualloc::sm_slab_parts {
+
+inline constexpr std::uint32_t min_object_log2 = 4;    // 16 B
+inline constexpr std::uint32_t small_classes = 32;     // 16 B .. 8 KiB: a slot per SM where the heap allows
+inline constexpr std::uint32_t min_segment_log2 = 11;  // 2 KiB, for tiny heaps
+inline constexpr std::uint32_t usual_segment_log2 = 15;  // 32 KiB: four 8 KiB objects
+inline constexpr std::uint32_t max_segment_log2 = 20;  // 1 MiB
+
+// Classes with objects up to half a segment of 2^S bytes.
+GPUALLOC_INLINE constexpr std::uint32_t classes_for(std::uint32_t S) { return 4 * S - 24; }
+inline constexpr std::uint32_t max_classes = classes_for(max_segment_log2);
+
+// The class of a request of `bytes` (a multiple of 16): 16, 32, 48, 64 B are
+// classes 0..3; above, bytes in (2^(t-1), 2^t] rounds up to q * 2^(t-3),
+// q in 5..8: class 4t + q - 29.
+GPUALLOC_INLINE std::uint32_t class_of(std::uint64_t bytes) {
+  const std::uint32_t t = detail::ceil_log2(bytes);
+  if (t <= 6) return bytes <= 16 ? 0 : static_cast<std::uint32_t>((bytes - 1) >> 4);
+  const auto q = static_cast<std::uint32_t>((bytes + (std::uint64_t{1} << (t - 3)) - 1) >> (t - 3));
+  return 4 * t + q - 29;
+}
+
+// Per segment (blocks.h).
+struct segment_record {
+  std::uint64_t holds;   // [ticket:32 | in_slot:1 | queued:1 | count:30]
+  std::uint32_t cursor;  // [class:6 | position:26]
+  std::uint32_t kind;    // kind_free, a class, or kind_run | segments in the run
+  std::uint8_t padding[16];
+};
+static_assert(sizeof(segment_record) == 32);
+
+// The current and the next block of one class on one SM (sm_slab.h).
+struct slot_pair {
+  std::uint64_t current;  // [sequence:32 | segment + 1:32], 0 in the segment part: none
+  std::uint64_t next;     // the same, or [sequence | busy]: its holder owns the pair
+};
+
+struct class_info {
+  std::uint32_t first_slot;  // the class's first slot pair
+  std::uint32_t slot_mask;   // slot pairs - 1 (a power of two)
+  std::uint32_t objects;     // per block
+  std::uint32_t units;       // an object is `units` << shift bytes (units 1..8)
+  std::uint32_t shift;
+  std::uint64_t reciprocal;  // ceil(2^32 / units): x / units = x * reciprocal >> 32 for x < 2^29
+};
+
+struct layout {
+  std::uint32_t segment_log2;
+  std::uint32_t classes;   // 16 B << c for c < classes
+  std::uint32_t segments;  // 0: the arena is too small for anything
+  std::uint32_t bitmap_words_log2;  // 64-bit words per segment (one bit per 16 B)
+  std::uint64_t slot_count;
+  std::uint64_t queue_mask;  // ring entries per class - 1
+  // arena offsets
+  std::uint64_t records_offset;  // segment_record per segment
+  std::uint64_t bitmaps_offset;  // 2^bitmap_words_log2 u64 per segment
+  std::uint64_t slots_offset;    // slot_pair per slot
+  std::uint64_t ends_offset;     // queue_bytes() per class: detail::queue_ends, entries, room
+  std::uint64_t rings_offset;    // queue_mask + 1 u32 per class
+  std::uint64_t tree_offset;     // the segment tree
+  std::uint64_t data_offset;     // segment 0
+  detail::bit_tree_layout tree;  // one bit per segment
+  class_info cls[max_classes];
+
+  GPUALLOC_HD std::uint64_t segment_bytes() const { return std::uint64_t{1} << segment_log2; }
+  // Objects per block of class c.
+  GPUALLOC_HD std::uint32_t objects(std::uint32_t c) const { return cls[c].objects; }
+  // Where object i of a class-c block lies in its segment, and back.
+  GPUALLOC_HD std::uint64_t object_offset(std::uint32_t c, std::uint32_t i) const {
+    return std::uint64_t{i} * cls[c].units << cls[c].shift;
+  }
+  GPUALLOC_HD std::uint32_t object_index(std::uint32_t c, std::uint64_t offset) const {
+    return static_cast<std::uint32_t>((offset >> cls[c].shift) * cls[c].reciprocal >> 32);
+  }
+
+  static layout make(std::uint64_t arena_bytes, std::uint32_t sm_count) {
+    layout L{};
+    const std::uint64_t sms = sm_count < 1 ? 1 : sm_count;
+    const std::uint64_t sm_slots = std::uint64_t{1} << detail::ceil_log2(sms);
+    std::uint32_t S = max_segment_log2;
+    const auto buffers = [&](std::uint32_t S) {  // two blocks per SM and class up to 8 KiB
+      return 2 * std::uint64_t{classes_for(S) < small_classes ? classes_for(S) : small_classes} * sms << S;
+    };
+    while (S > min_segment_log2 &&
+           ((std::uint64_t{64} << S) > arena_bytes || (S > usual_segment_log2 && buffers(S) > arena_bytes / 8)))
+      --S;
+    L.segment_log2 = S;
+    L.classes = classes_for(S);
+    L.bitmap_words_log2 = S - min_object_log2 - 6;
+
+    // Slots: one pair per SM up to 8 KiB, halved per doubling above; then
+    // halved (most slots in use first) while two blocks a slot exceed arena/8.
+    std::uint64_t slots[max_classes];
+    for (std::uint32_t c = 0; c < L.classes; ++c) {
+      const std::uint32_t halvings = c < small_classes ? 0 : (c - small_classes) / 4 + 1;
+      slots[c] = sm_slots >> halvings ? sm_slots >> halvings : 1;
+      class_info& ci = L.cls[c];
+      ci.units = c < 4 ? c + 1 : 5 + (c - 4) % 4;
+      ci.shift = c < 4 ? min_object_log2 : 4 + (c - 4) / 4;
+      ci.reciprocal = ((std::uint64_t{1} << 32) + ci.units - 1) / ci.units;
+      ci.objects = static_cast<std::uint32_t>((std::uint64_t{1} << S) / (std::uint64_t{ci.units} << ci.shift));
+    }
+    for (;;) {
+      std::uint64_t buffered = 0, largest = 0;  // largest: the most slots in use by one class
+      std::uint32_t largest_class = 0;
+      for (std::uint32_t c = 0; c < L.classes; ++c) {
+        const std::uint64_t used = slots[c] < sms ? slots[c] : sms;
+        buffered += used * 2 << S;
+        if (slots[c] > 1 && used >= largest) largest = used, largest_class = c;
+      }
+      if (buffered <= arena_bytes / 8 || largest == 0) break;
+      slots[largest_class] /= 2;
+    }
+    for (std::uint32_t c = 0; c < L.classes; ++c) {
+      L.cls[c].first_slot = static_cast<std::uint32_t>(L.slot_count);
+      L.cls[c].slot_mask = static_cast<std::uint32_t>(slots[c] - 1);
+      L.slot_count += slots[c];
+    }
+
+    // As many segments as fit next to their tables.
+    const std::uint64_t bitmap_bytes = sizeof(std::uint64_t) << L.bitmap_words_log2;
+    const std::uint64_t per_segment =
+        L.segment_bytes() + sizeof(segment_record) + bitmap_bytes + L.classes * sizeof(std::uint32_t);
+    for (std::uint64_t g = arena_bytes / per_segment + 1; g-- > 0;) {
+      if (g == 0) break;
+      L.segments = static_cast<std::uint32_t>(g);
+      L.tree = detail::bit_tree_layout::make(L.segments);
+      L.queue_mask = (std::uint64_t{1} << detail::ceil_log2(g)) - 1;
+      L.records_offset = 0;
+      L.bitmaps_offset = round_up(L.records_offset + g * sizeof(segment_record), 128);
+      L.slots_offset = round_up(L.bitmaps_offset + g * bitmap_bytes, 128);
+      L.ends_offset = round_up(L.slots_offset + L.slot_count * sizeof(slot_pair), 128);
+      L.rings_offset = round_up(L.ends_offset + L.classes * queue_bytes(), 128);
+      L.tree_offset = round_up(L.rings_offset + L.classes * (L.queue_mask + 1) * sizeof(std::uint32_t), 128);
+      L.data_offset = round_up(L.tree_offset + L.tree.words * sizeof(std::uint64_t), 4096);
+      if (L.data_offset + (g << S) <= arena_bytes) return L;
+    }
+    return layout{};  // not even the tables fit: no segments, nothing to initialise
+  }
+
+  // One class's queue: its ends, the entries in it and the room left (blocks.h).
+  static constexpr std::uint64_t queue_bytes() {
+    return (sizeof(detail::queue_ends) + 2 * sizeof(detail::fill_count) + 127) / 128 * 128;
+  }
+};
+
+}  // namespace gpualloc::sm_slab_parts

@@ -1,0 +1,347 @@
+// sm-slab: this project's own slab allocator, built to be the default. Full
+// reuse at close to the cost of a warp-aggregated bump pointer: one
+// fetch-add and one fetch-and per group of lanes on the fast path, one
+// fetch-or and one subtraction per group and bitmap word on free.
+//
+// Learnt from Gallatin (McCoy & Pandey 2024: segments in a 64-ary bit tree,
+// per-SM block buffers, one atomic per warp and size class) and LLVM libc's
+// GPU allocator (slabs with a free bitmap that is the truth of ownership);
+// the protocol below is this project's.
+//
+// The heap is cut into segments (layout.h), free ones in the segment tree
+// (detail/bit_tree.h, lowest first). A block is one segment formatted for a
+// size class c (16 B << c, up to half a segment): K objects, a free bitmap,
+// a cursor and a count (blocks.h). Per class and SM a slot pair holds the
+// current block and the next one.
+//
+// malloc(bytes):
+//  - up to half a segment: its class c (16, 32, 48, 64, 96 ... B: layout.h). The lanes of one
+//    class form a group; its leader adds the group's size to the current
+//    block's cursor and clears the bits of the positions it got (one
+//    fetch-and per word: one or two); lanes take the objects whose bits
+//    were free, in rank order. Lanes left over (the block ran out, or a
+//    reused block's bit was live) go on alone, one position at a time.
+//    The leader whose positions cross K/2 fetches the next block into the
+//    empty `next` (prefetch); the one whose positions reach K promotes
+//    `next` to current (refill).
+//  - above: a run of whole segments from the back of the tree.
+// free(p): the segment's kind gives the class, hence the object and its
+// bit. Lanes on the same bitmap word combine their bits (a sum of distinct
+// bits is their union): one fetch-or and one subtraction per group.
+// Retired blocks come back into use when a quarter of them is free (queued
+// per class, blocks.h Q1), and go back to the tree when all of it is (B2).
+//
+// Slot pair (slot_pair, layout.h):
+//  P1 `next` is also the pair's lock: whoever moves it from a block or
+//     `empty` to `busy` (one compare-and-swap) owns the pair until it
+//     stores `next` again, and is the only one that changes `current`.
+//     A slot word is [sequence:30 | width:2 | segment + 1:32] (0: none).
+//     Every store advances the word's sequence, so a thread that saw a
+//     current block exhausted replaces that very install, never a later
+//     one of the same segment (ABA).
+//  P2 A refill, under the lock and only if `current` still holds the block
+//     its caller found exhausted: `next`'s block, else a queued or fresh
+//     one (blocks.h get), becomes current, and the old block is retired.
+//     With no block left, current becomes empty (the exhausted block is
+//     retired: later requests stop adding to its cursor) and malloc tries
+//     the other slots of its class, then says NULL.
+//  P3 A prefetch takes the lock only from an empty `next`, so it never
+//     waits; one leader per block crosses K/2. The block it puts there is
+//     held but not started (blocks.h): no position of it is out.
+//  P4 A refill that finds no block (the tree and its class's queue empty)
+//     takes every pair's `next` block back (one compare-and-swap from the
+//     word it read to empty: the pair's lock is free and the block
+//     untouched) and retires it, then tries once more. So at most the
+//     current blocks of other classes stand between a request and the
+//     whole heap.
+//  P5 A block started with many objects live (reused from its queue) gets a
+//     width in its current word: a group of n lanes claims n << width
+//     positions (at most 64, two bitmap words), so it still finds about n
+//     free objects in one add; the leader gives back what it got beyond n
+//     (a fetch-or and a subtraction, on such blocks only). The width comes
+//     from the block's free share when its pass starts: 0 from 3/4 free
+//     (fresh blocks), 1 from 3/8, else 2.
+//
+// Warp rules: group operations (partition, broadcast, exclusive_sum, sync)
+// happen before any lane returns or loops; the leader's retries (refill,
+// a reused block's live bits) are inside its leader-only step. sync() after
+// the broadcast orders each lane after the leader's acquire; in free,
+// sync() before the leader's release orders every lane's writes before it.
+//
+// Rare paths (refill, prefetch, lanes alone, runs, settlements of missed
+// positions and the count's transitions) are out of line. Registers (ptxas,
+// the benchmark's allocation kernels folded to this strategy, sm_90): 100
+// to 122 (Gallatin: 85 to 109), set by the slow paths, not the fast one
+// (27 with them stubbed out). Taking get out of line and giving it one call
+// site in refill took them from 110 to 100; inlining refill into the
+// lane-alone path, or release into its callers, made them worse.
+#pragma once
+
+#include <cstdint>
+
+#include "gpualloc/config.h"
+#include "gpualloc/detail/atomic.h"
+#include "gpualloc/detail/backoff.h"
+#include "gpualloc/detail/bit_field.h"
+#include "gpualloc/detail/bits.h"
+#include "gpualloc/detail/sm.h"
+#include "gpualloc/detail/warp.h"
+#include "gpualloc/heap.h"
+#include "gpualloc/strategies/sm_slab/blocks.h"
+#include "gpualloc/strategies/sm_slab/layout.h"
+#include "gpualloc/strategy.h"
+
+namespace gpualloc::strategies {
+
+struct sm_slab {
+  struct state {
+    sm_slab_parts::layout L;
+  };
+
+  static constexpr int init_phases = 1;
+
+  static void plan(state& s, const arena& a, const device_facts& facts) {
+    s.L = sm_slab_parts::layout::make(a.bytes, facts.sm_count);
+  }
+
+  GPUALLOC_HD static void init(state& s, const arena& a, int /*phase*/, std::uint64_t thread, std::uint64_t threads) {
+    const sm_slab_parts::layout& L = s.L;
+    sm_slab_parts::blocks(L, a.begin).init(thread, threads);
+    auto* pairs = reinterpret_cast<sm_slab_parts::slot_pair*>(a.begin + L.slots_offset);
+    for (std::uint64_t i = thread; i < L.slot_count; i += threads) pairs[i] = {0, 0};
+  }
+
+  GPUALLOC_HD static void* malloc(state& s, const arena& a, std::uint64_t bytes, const detail::lane_group& group) {
+    using namespace sm_slab_parts;
+    const layout& L = s.L;
+    if (L.segments == 0) return nullptr;
+    const std::uint32_t c = class_of(bytes);
+    const detail::lane_group g = group.partition(c < L.classes ? c : L.classes);
+    if (c >= L.classes) return malloc_large(L, a.begin, bytes);
+    std::uint64_t grant = 0, got = 0;  // grant: [segment:32 | first position:32]; got: bits of objects from it
+    if (g.is_leader()) grant = take_for_group(L, a.begin, c, g.size(), got);
+    grant = g.broadcast(grant);
+    got = g.broadcast(got);
+    g.sync();  // every lane is ordered after the leader's acquire
+    if (g.rank() < detail::popcount(got))
+      return blocks(L, a.begin)
+          .object(static_cast<std::uint32_t>(grant >> 32), c,
+                  static_cast<std::uint32_t>(grant) + detail::nth_set_bit(got, g.rank()));
+    return malloc_alone(L, a.begin, c);
+  }
+
+  GPUALLOC_HD static void free(state& s, const arena& a, void* p, const detail::lane_group& group) {
+    using namespace sm_slab_parts;
+    const layout& L = s.L;
+    const blocks B(L, a.begin);
+    const auto offset = static_cast<std::uint64_t>(static_cast<std::byte*>(p) - B.data());
+    const auto seg = static_cast<std::uint32_t>(offset >> L.segment_log2);
+    const std::uint32_t kind = B.kind(seg);
+    const bool run = (kind & kind_run) != 0;
+    const std::uint32_t i = run ? 0 : L.object_index(kind, offset & (L.segment_bytes() - 1));
+    const std::uint64_t key = run ? std::uint64_t{1} << 63 | seg : std::uint64_t{seg} << 32 | i / 64;
+    const detail::lane_group g = group.partition(key);
+    if (run) return free_run(L, a.begin, seg);
+    std::uint64_t bits = 0;
+    g.exclusive_sum(std::uint64_t{1} << (i % 64), bits);  // distinct bits: their sum is their union
+    g.sync();  // every lane's writes to its object come before the leader's release
+    if (g.is_leader()) B.give_back(seg, i / 64, bits, g.size());
+  }
+
+ private:
+  static constexpr std::uint32_t busy = ~0u;
+  static constexpr std::uint32_t sequence_shift = 34;  // slot word: [sequence:30 | width:2 | segment + 1:32]
+
+  GPUALLOC_HD static sm_slab_parts::slot_pair& pair(const sm_slab_parts::layout& L, std::byte* arena, std::uint32_t c) {
+    const std::uint32_t i = L.cls[c].first_slot + (detail::sm_id() & L.cls[c].slot_mask);
+    return reinterpret_cast<sm_slab_parts::slot_pair*>(arena + L.slots_offset)[i];
+  }
+  GPUALLOC_HD static detail::device_atomic<std::uint64_t> word(std::uint64_t& w) {
+    return detail::device_atomic<std::uint64_t>(w);
+  }
+  // The segment a slot word names, or none (empty or busy).
+  GPUALLOC_HD static std::uint32_t segment_of(std::uint64_t w) {
+    const auto ref = static_cast<std::uint32_t>(w);
+    return ref == 0 || ref == busy ? sm_slab_parts::no_segment : ref - 1;
+  }
+  // The word after `old` (the sequence advanced) naming seg (or none), whose
+  // claims take n << width positions (P5).
+  GPUALLOC_HD static std::uint64_t slot_word(std::uint64_t old, std::uint32_t seg, std::uint32_t width = 0) {
+    return ((old >> sequence_shift) + 1) << sequence_shift | std::uint64_t{width} << 32 |
+           (seg == sm_slab_parts::no_segment ? 0 : seg + 1);
+  }
+  GPUALLOC_HD static std::uint64_t busy_word(std::uint64_t old) {
+    return ((old >> sequence_shift) + 1) << sequence_shift | busy;
+  }
+  GPUALLOC_HD static std::uint32_t width_of(std::uint64_t w) { return static_cast<std::uint32_t>(w >> 32) & 3; }
+  // P5: the width for a block with `live` of its K objects live at its start.
+  GPUALLOC_HD static std::uint32_t width_for(std::uint32_t live, std::uint32_t K) {
+    const std::uint64_t free = live < K ? K - live : 0;
+    return 4 * free >= 3 * std::uint64_t{K} ? 0 : 8 * free >= 3 * std::uint64_t{K} ? 1 : 2;
+  }
+
+  // The group leader: objects for up to n lanes from its SM's current block
+  // of class c (got: their bits); a retry loop of its own (refills, a reused
+  // block's live bits). got is 0 only when the class has no block left.
+  GPUALLOC_HD static std::uint64_t take_for_group(const sm_slab_parts::layout& L, std::byte* arena, std::uint32_t c,
+                                                  std::uint32_t n, std::uint64_t& got) {
+    using namespace sm_slab_parts;
+    const blocks B(L, arena);
+    sm_slab_parts::slot_pair& P = pair(L, arena, c);
+    const std::uint32_t half = L.objects(c) / 2;
+    for (;;) {
+      const std::uint64_t seen = word(P.current).load(detail::relaxed);
+      const std::uint32_t seg = segment_of(seen);
+      if (seg != no_segment) {
+        const std::uint32_t wide = n << width_of(seen), m = wide < 64 ? wide : 64;
+        claim r = B.take(seg, c, m);
+        if (r.first < half && r.first + m >= half) prefetch(L, arena, c, P);
+        if (r.exhausted && !refill(L, arena, c, P, seen) && r.got == 0) return 0;
+        if (m > n && detail::popcount(r.got) > n) r.got = keep_lowest(B, seg, r, n);
+        if (r.got != 0) {
+          got = r.got;
+          return std::uint64_t{seg} << 32 | r.first;
+        }
+      } else if (!refill(L, arena, c, P, seen)) {
+        return 0;
+      }
+    }
+  }
+
+  // A wide claim got more than its n lanes want: the lowest n stay, the rest go back.
+  __attribute__((noinline)) GPUALLOC_HD static std::uint64_t keep_lowest(const sm_slab_parts::blocks& B,
+                                                                         std::uint32_t seg, sm_slab_parts::claim r,
+                                                                         std::uint32_t n) {
+    const std::uint64_t keep = detail::lowest_set_bits(r.got, n);
+    B.give_back_claimed(seg, r.first, r.got & ~keep);
+    return keep;
+  }
+
+  // P2: under the pair's lock, if current still holds `seen`: next's block,
+  // or a queued or fresh one, becomes current and seen's block is retired.
+  // False when current is (left) empty: the class has no block left. True
+  // also when someone else changed current first: the caller looks again.
+  __attribute__((noinline)) GPUALLOC_HD static bool refill(const sm_slab_parts::layout& L, std::byte* arena,
+                                                           std::uint32_t c, sm_slab_parts::slot_pair& P,
+                                                           std::uint64_t seen) {
+    using namespace sm_slab_parts;
+    const blocks B(L, arena);
+    detail::backoff wait;
+    for (;;) {
+      if (word(P.current).load(detail::relaxed) != seen) return true;  // someone else refilled: look again
+      std::uint64_t nxt = word(P.next).load(detail::relaxed);
+      if (static_cast<std::uint32_t>(nxt) == busy ||
+          !word(P.next).compare_exchange_strong(nxt, busy_word(nxt), detail::acquire, detail::relaxed)) {
+        wait.pause();
+        continue;
+      }
+      const std::uint64_t now = word(P.current).load(detail::relaxed);
+      std::uint32_t spare = segment_of(nxt);  // what `next` holds when the lock goes
+      bool installed = segment_of(now) != no_segment;
+      if (now == seen) {
+        std::uint32_t seg = spare;
+        for (bool reclaimed = false; seg == no_segment; reclaimed = true) {  // one call site of get: registers
+          seg = B.get(c);
+          if (seg != no_segment || reclaimed || !reclaim_next_blocks(L, arena)) break;  // P4
+        }
+        spare = no_segment;
+        installed = seg != no_segment;
+        const std::uint32_t width = installed ? width_for(B.start(seg, c), L.objects(c)) : 0;
+        if (installed || segment_of(seen) != no_segment) {
+          word(P.current).store(slot_word(seen, seg, width), detail::release);
+          if (segment_of(seen) != no_segment) B.retire(segment_of(seen));
+        }
+      }
+      word(P.next).store(slot_word(busy_word(nxt), spare), detail::release);
+      return installed;
+    }
+  }
+
+  // P3: a block into an empty `next`, unless someone holds the pair.
+  __attribute__((noinline)) GPUALLOC_HD static void prefetch(const sm_slab_parts::layout& L, std::byte* arena,
+                                                             std::uint32_t c, sm_slab_parts::slot_pair& P) {
+    std::uint64_t nxt = word(P.next).load(detail::relaxed);
+    if (static_cast<std::uint32_t>(nxt) != 0 ||
+        !word(P.next).compare_exchange_strong(nxt, busy_word(nxt), detail::acquire, detail::relaxed))
+      return;
+    const std::uint32_t seg = sm_slab_parts::blocks(L, arena).get(c);
+    word(P.next).store(slot_word(busy_word(nxt), seg), detail::release);
+  }
+
+  // A lane its group could not serve: one position at a time from its SM's
+  // current block; with no block left for the class, any other slot's, then NULL.
+  __attribute__((noinline)) GPUALLOC_HD static void* malloc_alone(const sm_slab_parts::layout& L, std::byte* arena,
+                                                                  std::uint32_t c) {
+    using namespace sm_slab_parts;
+    const blocks B(L, arena);
+    sm_slab_parts::slot_pair& P = pair(L, arena, c);
+    for (;;) {
+      const std::uint64_t seen = word(P.current).load(detail::relaxed);
+      const std::uint32_t seg = segment_of(seen);
+      if (seg != no_segment) {
+        const claim r = B.take(seg, c, 1);
+        if (r.exhausted) refill(L, arena, c, P, seen);
+        if (r.got != 0) return B.object(seg, c, r.first);
+        if (!r.exhausted) continue;
+        if (segment_of(word(P.current).load(detail::relaxed)) != no_segment) continue;
+      } else if (refill(L, arena, c, P, seen)) {
+        continue;
+      }
+      return take_anywhere(L, arena, c);
+    }
+  }
+
+  // Out of blocks for class c: an object from whichever slot's current block has one left.
+  GPUALLOC_HD static void* take_anywhere(const sm_slab_parts::layout& L, std::byte* arena, std::uint32_t c) {
+    using namespace sm_slab_parts;
+    const blocks B(L, arena);
+    auto* pairs = reinterpret_cast<sm_slab_parts::slot_pair*>(arena + L.slots_offset);
+    for (std::uint32_t i = L.cls[c].first_slot; i <= L.cls[c].first_slot + L.cls[c].slot_mask; ++i) {
+      const std::uint32_t seg = segment_of(word(pairs[i].current).load(detail::relaxed));
+      while (seg != no_segment && B.open(seg, c)) {
+        const claim r = B.take(seg, c, 1);
+        if (r.got != 0) return B.object(seg, c, r.first);
+      }
+    }
+    return nullptr;
+  }
+
+  // P4: the tree is empty: every slot pair's `next` block (never started)
+  // goes back (retired: to the tree, or to its class's queue when objects of
+  // it are live). True if any went.
+  __attribute__((noinline)) GPUALLOC_HD static bool reclaim_next_blocks(const sm_slab_parts::layout& L,
+                                                                        std::byte* arena) {
+    using namespace sm_slab_parts;
+    const blocks B(L, arena);
+    auto* pairs = reinterpret_cast<sm_slab_parts::slot_pair*>(arena + L.slots_offset);
+    bool any = false;
+    for (std::uint64_t i = 0; i < L.slot_count; ++i) {
+      std::uint64_t nxt = word(pairs[i].next).load(detail::relaxed);
+      const std::uint32_t seg = segment_of(nxt);
+      if (seg == no_segment ||
+          !word(pairs[i].next).compare_exchange_strong(nxt, slot_word(nxt, no_segment), detail::acq_rel, detail::relaxed))
+        continue;
+      B.retire(seg);
+      any = true;
+    }
+    return any;
+  }
+
+  // Above half a segment: a run of whole segments.
+  __attribute__((noinline)) GPUALLOC_HD static void* malloc_large(const sm_slab_parts::layout& L, std::byte* arena,
+                                                                  std::uint64_t bytes) {
+    using namespace sm_slab_parts;
+    const std::uint64_t count = (bytes + L.segment_bytes() - 1) >> L.segment_log2;
+    if (count > L.segments) return nullptr;
+    const blocks B(L, arena);
+    const std::uint32_t first = B.claim_run(static_cast<std::uint32_t>(count));
+    return first == no_segment ? nullptr : B.data() + (std::uint64_t{first} << L.segment_log2);
+  }
+
+  __attribute__((noinline)) GPUALLOC_HD static void free_run(const sm_slab_parts::layout& L, std::byte* arena,
+                                                             std::uint32_t first) {
+    sm_slab_parts::blocks(L, arena).return_run(first);
+  }
+};
+
+}  // namespace gpualloc::strategies

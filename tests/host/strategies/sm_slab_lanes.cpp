@@ -1,0 +1,85 @@
+// sm-slab under the warp shapes of tests/gpu/warps.cu, on emulated warps of
+// CPU threads (lanes.h), plain and under TSan. The front end's same-size
+// entry with lanes of two sizes, runs of classes side by side (80 B beside
+// 16 B, 48 B, 112 B ...) and frees by other lanes and warps all meet sm-slab's
+// group claims and combined frees.
+//
+// At rest (every block freed): each segment is free (kind free, nothing held,
+// its bit in the tree) or a slot holds it: a current block counts exactly
+// its untaken positions, a `next` block nothing, and every object of either
+// has its free bit set (blocks.h B1, B2; a queued or retired block whose
+// last object came back was released, Q2).
+//
+// Usage: gpualloc-sm-slab-lanes [--steps N] [--warps N]
+#include "lanes.h"  // first: see there
+
+#include "gpualloc/strategies/sm_slab/sm_slab.h"
+
+namespace {
+
+using namespace stress;
+
+void check_at_rest(test_heap& heap) {
+  using namespace gpualloc::sm_slab_parts;
+  const layout& L = gpualloc::state_of<gpualloc::strategies::sm_slab::state>(heap.get()).L;
+  const std::byte* arena = heap.get()->space.begin;
+  const auto* records = reinterpret_cast<const segment_record*>(arena + L.records_offset);
+  const auto* bitmaps = reinterpret_cast<const std::uint64_t*>(arena + L.bitmaps_offset);
+  const auto* pairs = reinterpret_cast<const slot_pair*>(arena + L.slots_offset);
+  const auto* leaves =
+      reinterpret_cast<const std::uint64_t*>(arena + L.tree_offset) + L.tree.first_word[L.tree.levels - 1];
+  enum class held : std::uint8_t { no, current, next };
+  std::vector<held> by(L.segments, held::no);
+  std::vector<std::uint32_t> class_of_slot(L.slot_count);
+  for (std::uint32_t c = 0; c < L.classes; ++c)
+    for (std::uint32_t i = 0; i <= L.cls[c].slot_mask; ++i) class_of_slot[L.cls[c].first_slot + i] = c;
+  int reported = 0;
+  const auto bad = [&](const char* what, std::uint32_t seg) {  // the first few
+    if (reported++ < 5) FAIL("sm-slab lanes at rest: segment %u: %s", seg, what);
+  };
+  for (std::uint64_t i = 0; i < L.slot_count; ++i) {
+    for (const held which : {held::current, held::next}) {
+      const auto ref = static_cast<std::uint32_t>(which == held::current ? pairs[i].current : pairs[i].next);
+      if (ref == 0) continue;
+      if (ref == ~0u || ref - 1 >= L.segments) {
+        bad("a slot word names no segment (busy at rest?)", ref - 1);
+        continue;
+      }
+      if (by[ref - 1] != held::no) bad("held by two slot words", ref - 1);
+      by[ref - 1] = which;
+      if (records[ref - 1].kind != class_of_slot[i]) bad("held by a slot of another class", ref - 1);
+    }
+  }
+  for (std::uint32_t seg = 0; seg < L.segments; ++seg) {
+    const segment_record& r = records[seg];
+    const bool in_tree = (leaves[seg / 64] >> (seg % 64)) & 1;
+    const std::uint64_t state = r.holds & flags_and_count;
+    if (by[seg] == held::no) {
+      if (r.kind != kind_free) bad("neither free nor held by a slot", seg);
+      if (state != 0) bad("free, but its count or flags are not 0", seg);
+      if (!in_tree) bad("free, but not in the tree", seg);
+      continue;
+    }
+    if (in_tree) bad("held by a slot and in the tree", seg);
+    const std::uint32_t c = r.kind, K = L.objects(c);
+    const std::uint32_t position = r.cursor & position_mask;
+    const std::uint64_t untaken = by[seg] == held::current && position < K ? K - position : 0;
+    if (state != (in_slot | untaken)) {
+      char what[160];
+      std::snprintf(what, sizeof what, "holds %#" PRIx64 ", not in_slot + %" PRIu64 " untaken positions (class %u, cursor %u of %u)",
+                    state, untaken, c, position, K);
+      bad(what, seg);
+    }
+    for (std::uint32_t i = 0; i < K; ++i)
+      if (!((bitmaps[(std::uint64_t{seg} << L.bitmap_words_log2) + i / 64] >> (i % 64)) & 1)) {
+        bad("an object's free bit is clear", seg);
+        break;
+      }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return lanes::lanes_main(argc, argv, strategy_id::sm_slab, "sm-slab", check_at_rest);
+}

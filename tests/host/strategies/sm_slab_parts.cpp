@@ -1,0 +1,168 @@
+// Host tests of sm-slab's parts, and its utilisation figures.
+//
+//  classes       class_of against every request size up to 1 MiB: the
+//                smallest class that holds it, at most a fifth lost; object
+//                index and offset are inverse
+//  layout        plans for heaps of 4 KiB .. 80 GiB and 1 .. 256 SMs: tables
+//                in order inside the arena, at least two objects a block,
+//                the slots' blocks within an eighth of the arena (or one
+//                slot a class)
+//  blocks        one thread through a block's life (blocks.h): a fresh pass,
+//                retirement, half freed and queued (Q1), a second pass that
+//                hands out exactly the freed objects, all freed and released
+//                to the tree (B2, Q2)
+//  report        (--report) objects per block and slots per class on a
+//                16 GiB and a 64 MiB heap planned for 132 SMs; utilisation
+//                fresh and under churn (utilisation.h)
+//  churn band    (--churn-band T, alone) the GPU conformance suite's churn
+//                phase on CPU threads (utilisation.h)
+//
+// Usage: gpualloc-sm-slab-parts [--report] [--turnovers N] [--churn-band T [--promise P]...]
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "gpualloc/strategies/sm_slab/sm_slab.h"
+#include "host_test.h"
+#include "utilisation.h"
+
+#if HOST_TEST_TSAN
+// Any race report fails the run.
+extern "C" const char* __tsan_default_options() { return "halt_on_error=1"; }
+#endif
+
+namespace {
+
+using namespace gpualloc::sm_slab_parts;
+using gpualloc::strategy_id;
+
+using host_test::failures;
+
+std::uint64_t object_bytes(const layout& L, std::uint32_t c) { return std::uint64_t{L.cls[c].units} << L.cls[c].shift; }
+
+void test_classes() {
+  const layout L = layout::make(std::uint64_t{80} << 30, 132);  // 1 MiB segments: every class
+  CHECK(L.segment_log2 == max_segment_log2 && L.classes == max_classes, "classes: an 80 GiB heap has %u classes", L.classes);
+  for (std::uint32_t c = 0; c < L.classes; ++c) {
+    const std::uint64_t size = object_bytes(L, c);
+    CHECK(size % 16 == 0 && class_of(size) == c, "classes: class %u (%" PRIu64 " B) maps to %u", c, size, class_of(size));
+    if (c > 0) CHECK(size > object_bytes(L, c - 1), "classes: class %u is not larger than %u", c, c - 1);
+    for (std::uint32_t i : {0u, 1u, 2u, L.objects(c) / 3, L.objects(c) - 1}) {
+      if (i >= L.objects(c)) continue;
+      const std::uint64_t offset = L.object_offset(c, i);
+      CHECK(offset + size <= L.segment_bytes() && L.object_index(c, offset) == i &&
+                (size < 32 || L.object_index(c, offset + size - 16) == i),
+            "classes: object %u of class %u does not map back", i, c);
+    }
+  }
+  for (std::uint64_t bytes = 16; bytes <= L.segment_bytes() / 2; bytes += 16) {
+    const std::uint32_t c = class_of(bytes);
+    CHECK(c < L.classes && object_bytes(L, c) >= bytes && (c == 0 || object_bytes(L, c - 1) < bytes) &&
+              (bytes <= 64 || object_bytes(L, c) * 4 <= bytes * 5),
+          "classes: %" PRIu64 " B gets class %u", bytes, c);
+  }
+  std::printf("classes: %u classes of 16 B .. %" PRIu64 " B, every request in its smallest class\n", L.classes,
+              object_bytes(L, L.classes - 1));
+}
+
+void test_layouts() {
+  int plans = 0;
+  for (std::uint64_t bytes = 4096; bytes <= (std::uint64_t{80} << 30); bytes = bytes * 3 / 2)
+    for (std::uint32_t sms : {1u, 16u, 132u, 256u}) {
+      const layout L = layout::make(bytes, sms);
+      ++plans;
+      if (L.segments == 0) {
+        CHECK(bytes < (std::uint64_t{64} << 10), "layout: %" PRIu64 " B on %u SMs has no segment", bytes, sms);
+        continue;
+      }
+      CHECK(L.records_offset < L.bitmaps_offset && L.bitmaps_offset < L.slots_offset &&
+                L.slots_offset < L.ends_offset && L.ends_offset < L.rings_offset && L.rings_offset < L.tree_offset &&
+                L.tree_offset < L.data_offset && L.data_offset + (std::uint64_t{L.segments} << L.segment_log2) <= bytes,
+            "layout: %" PRIu64 " B on %u SMs: tables out of order or past the arena", bytes, sms);
+      CHECK(L.queue_mask + 1 >= L.segments, "layout: %" PRIu64 " B: a queue holds fewer than the segments", bytes);
+      std::uint64_t buffered = 0, slots = 0;
+      for (std::uint32_t c = 0; c < L.classes; ++c) {
+        CHECK(L.objects(c) >= 2, "layout: %" PRIu64 " B: class %u holds %u objects a block", bytes, c, L.objects(c));
+        const std::uint64_t n = L.cls[c].slot_mask + 1;
+        CHECK((n & (n - 1)) == 0 && L.cls[c].first_slot == slots, "layout: %" PRIu64 " B: class %u's slots", bytes, c);
+        slots += n;
+        buffered += (n < sms ? n : sms) * 2 << L.segment_log2;
+      }
+      CHECK(slots == L.slot_count, "layout: slot count");
+      CHECK(buffered <= bytes / 8 || slots == L.classes,
+            "layout: %" PRIu64 " B on %u SMs buffers %" PRIu64 " B in slots", bytes, sms, buffered);
+    }
+  std::printf("layout: %d plans of 4 KiB .. 80 GiB on 1 .. 256 SMs\n", plans);
+}
+
+// One thread through a block's life (blocks.h B1, B2, Q1, Q2).
+void test_block_life() {
+  utilisation::heap H(strategy_id::sm_slab, 16u << 20);
+  const layout& L = gpualloc::state_of<gpualloc::strategies::sm_slab::state>(H.get()).L;
+  const blocks B(L, H.get()->space.begin);
+  const std::uint32_t c = class_of(48), K = L.objects(c);
+  const std::uint32_t seg = B.get(c);
+  CHECK(seg != no_segment && !B.open(seg, c), "blocks: a fresh block is not closed before its pass");
+  B.start(seg, c);
+  std::vector<std::uint32_t> got;
+  for (bool done = false; !done;) {
+    const claim r = B.take(seg, c, 32);
+    for (std::uint32_t i = 0; i < 32; ++i)
+      if ((r.got >> i) & 1) got.push_back(r.first + i);
+    done = r.exhausted;
+  }
+  CHECK(got.size() == K, "blocks: a fresh pass handed out %zu of %u objects", got.size(), K);
+  B.retire(seg);
+  std::uint32_t freed = 0;
+  for (std::uint32_t i = 0; i < K; i += 2, ++freed) B.give_back(seg, i / 64, std::uint64_t{1} << (i % 64), 1);
+  CHECK(B.get(c) == seg, "blocks: a half-free block is not the next one its class gets");
+  B.start(seg, c);
+  std::uint32_t again = 0;
+  for (bool done = false; !done;) {
+    const claim r = B.take(seg, c, 32);
+    for (std::uint32_t i = 0; i < 32; ++i)
+      if ((r.got >> i) & 1) {
+        CHECK((r.first + i) % 2 == 0, "blocks: the second pass handed out live object %u", r.first + i);
+        ++again;
+      }
+    done = r.exhausted;
+  }
+  CHECK(again == freed, "blocks: the second pass handed out %u objects, %u were free", again, freed);
+  B.retire(seg);
+  for (std::uint32_t i = 0; i < K; ++i) B.give_back(seg, i / 64, std::uint64_t{1} << (i % 64), 1);
+  CHECK(B.kind(seg) == kind_free, "blocks: a block with every object back is not released");
+  CHECK(B.get(c) == seg, "blocks: the released segment is not the lowest free one again");
+  std::printf("blocks: a pass of %u objects, half freed and queued, a second pass of exactly those, released\n", K);
+}
+
+void print_plan(std::uint64_t bytes, std::uint32_t sms) {
+  const layout L = layout::make(bytes, sms);
+  std::printf("%" PRIu64 " MiB heap on %u SMs: %u segments of %" PRIu64 " KiB, tables %.2f%% of the arena\n",
+              bytes >> 20, sms, L.segments, L.segment_bytes() >> 10, 100.0 * L.data_offset / bytes);
+  for (std::uint32_t c = 0; c < L.classes; ++c)
+    std::printf("  %6" PRIu64 " B: %5u objects a block, %3u slots%s", object_bytes(L, c), L.objects(c),
+                L.cls[c].slot_mask + 1, c % 4 == 3 ? "\n" : ";");
+  std::printf("\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  utilisation::options o;
+  if (!o.parse(argc, argv)) return 2;
+  if (o.churn_band_turnovers > 0) {
+    utilisation::churn_band_report(strategy_id::sm_slab, o.churn_band_turnovers, o.promises);
+    return 0;
+  }
+  test_classes();
+  test_layouts();
+  test_block_life();
+  if (o.report) {
+    print_plan(std::uint64_t{16} << 30, 132);
+    print_plan(std::uint64_t{64} << 20, 132);
+    utilisation::report(strategy_id::sm_slab, o.turnovers);
+  }
+  std::printf("%d failures\n", failures);
+  return failures == 0 ? 0 : 1;
+}
