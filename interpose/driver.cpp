@@ -53,8 +53,11 @@ int real_dlclose(void* handle) {
 void* libcuda_handle() {
   static void* handle = [] {
     // The program's (or cudart's) copy when it is loaded, else a new one.
-    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (h == nullptr) h = dlopen("libcuda.so.1", RTLD_NOW);
+    // The C library's dlopen: this runs inside hooks (the first
+    // cuGetProcAddress answer, while cudart loads the driver), where a
+    // profiler's preloaded dlopen must not be entered (see driver.h).
+    void* h = real_dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (h == nullptr) h = real_dlopen("libcuda.so.1", RTLD_NOW);
     if (h == nullptr) GPUALLOC_VERBOSE("cannot load libcuda.so.1: %s", dlerror());
     return h;
   }();

@@ -76,8 +76,10 @@ void* libcuda_handle();
 
 // libc's dlsym, not our hook (driver_hooks.cpp).
 void* real_dlsym(void* handle, const char* name);
-// The C library's dlopen and dlclose, for use inside the dlsym hook: another
-// library may interpose them and not be ready to be called back yet.
+// The C library's dlopen and dlclose, for use inside any hook: a tool
+// preloaded before libgpualloc (compute-sanitizer's and Nsight Compute's
+// launcher and injection libraries) may interpose them, and must not be
+// entered from inside the driver calls it is itself setting up.
 void* real_dlopen(const char* file, int flags);
 int real_dlclose(void* handle);
 

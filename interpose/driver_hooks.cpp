@@ -572,12 +572,16 @@ hook_entry* identify(const char* symbol, void* p) {
     if (hook_entry* e = find_entry(info.dli_sname)) return e;
   }
   // dladdr may name another alias of the same code: compare with each
-  // hooked variant of this symbol as libcuda exports it.
+  // hooked variant of this symbol as libcuda exports it. libcuda is looked
+  // up only then: the answers for the hundreds of symbols we do not hook
+  // never reach the loader.
   const std::size_t n = std::strlen(symbol);
-  void* h = libcuda_handle();
-  if (h == nullptr) return nullptr;
-  for (hook_entry& e : hook_table)
-    if (std::strncmp(e.name, symbol, n) == 0 && real_dlsym(h, e.name) == p) return &e;
+  void* h = nullptr;
+  for (hook_entry& e : hook_table) {
+    if (std::strncmp(e.name, symbol, n) != 0) continue;
+    if (h == nullptr && (h = libcuda_handle()) == nullptr) return nullptr;
+    if (real_dlsym(h, e.name) == p) return &e;
+  }
   return nullptr;
 }
 
