@@ -120,10 +120,22 @@ class bit_tree {
   }
 
   // Takes the smallest index out of the set and returns it, or none.
-  GPUALLOC_HD std::uint32_t claim_first() const {
-    for (std::uint32_t from = 0;;) {
+  GPUALLOC_HD std::uint32_t claim_first() const { return claim_from(0); }
+
+  // Takes the smallest index >= start out of the set, or, with none there,
+  // the smallest of all; none when the set is empty. Claimers that start
+  // from different words do not collide: all starting from 0, they all race
+  // for the same lowest bit and each collision costs a search again.
+  GPUALLOC_HD std::uint32_t claim_from(std::uint32_t start) const {
+    if (start >= L_.universe) start = 0;
+    for (std::uint32_t from = start;;) {
       const std::uint32_t i = next(from);
-      if (i == none || remove(i)) return i;
+      if (i == none) {
+        if (from == 0 || start == 0) return none;
+        from = start = 0;  // wrap around once
+        continue;
+      }
+      if (remove(i)) return i;
       from = i;
     }
   }

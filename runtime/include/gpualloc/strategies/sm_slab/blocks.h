@@ -76,6 +76,7 @@
 #include "gpualloc/detail/bit_tree.h"
 #include "gpualloc/detail/bits.h"
 #include "gpualloc/detail/index_queue.h"
+#include "gpualloc/detail/sm.h"
 #include "gpualloc/strategies/sm_slab/layout.h"
 
 namespace gpualloc::sm_slab_parts {
@@ -155,6 +156,11 @@ class blocks {
     if ((after & in_slot) == 0) dropped(seg, after);
   }
 
+  // Where this SM's search for a fresh segment starts: one of the lowest 64
+  // leaf words of the tree (SM id modulo 64), so the SMs' refills do not all
+  // race for the lowest free bit, and runs (taken from the top) stay whole.
+  GPUALLOC_HD static std::uint32_t claim_start() { return (detail::sm_id() % 64) * 64; }
+
   // A block for a slot of class c: a queued one (Q1) or a fresh segment,
   // held by the slot, its pass not started (its cursor is past its K, B2).
   // no_segment when the class has none and the tree is empty. Out of line:
@@ -162,7 +168,7 @@ class blocks {
   __attribute__((noinline)) GPUALLOC_HD std::uint32_t get(std::uint32_t c) const {
     std::uint32_t seg = dequeue(c);
     if (seg == no_segment) {
-      seg = tree().claim_first();
+      seg = tree().claim_from(claim_start());
       if (seg == detail::bit_tree::none) return no_segment;
       format(seg, c);
     }
