@@ -98,7 +98,7 @@ inline constexpr strategy_info strategy_table[] = {
 inline constexpr std::size_t strategy_count = sizeof(strategy_table) / sizeof(strategy_table[0]);
 
 // The strategy used when GPUALLOC_STRATEGY is not set.
-inline constexpr strategy_id default_strategy = strategy_id::cuda;
+inline constexpr strategy_id default_strategy = strategy_id::sm_slab;
 
 constexpr std::string_view reuse_policy_name(reuse_policy r) {
   switch (r) {
