@@ -8,7 +8,8 @@
 // its bit in the tree) or a slot holds it: a current block counts exactly
 // its untaken positions, a `next` block nothing, and every object of either
 // has its free bit set (blocks.h B1, B2; a queued or retired block whose
-// last object came back was released, Q2).
+// last object came back was released, Q2). A span's tails are held with
+// their head: they name it, hold nothing and are not in the tree.
 //
 // Usage: gpualloc-sm-slab-lanes [--steps N] [--warps N]
 #include "lanes.h"  // first: see there
@@ -28,7 +29,7 @@ void check_at_rest(test_heap& heap) {
   const auto* pairs = reinterpret_cast<const slot_pair*>(arena + L.slots_offset);
   const auto* leaves =
       reinterpret_cast<const std::uint64_t*>(arena + L.tree_offset) + L.tree.first_word[L.tree.levels - 1];
-  enum class held : std::uint8_t { no, current, next };
+  enum class held : std::uint8_t { no, current, next, tail };
   std::vector<held> by(L.segments, held::no);
   std::vector<std::uint32_t> class_of_slot(L.slot_count);
   for (std::uint32_t c = 0; c < L.classes; ++c)
@@ -51,6 +52,18 @@ void check_at_rest(test_heap& heap) {
     }
   }
   for (std::uint32_t seg = 0; seg < L.segments; ++seg) {
+    if ((by[seg] != held::current && by[seg] != held::next) || records[seg].kind >= L.classes) continue;
+    const std::uint32_t span = 1u << L.cls[records[seg].kind].span_log2;
+    for (std::uint32_t d = 1; d < span; ++d) {
+      if (seg + d >= L.segments || by[seg + d] != held::no) {
+        bad("a span's tail past the heap or held twice", seg + d);
+        break;
+      }
+      by[seg + d] = held::tail;
+      if (records[seg + d].kind != (kind_tail | d)) bad("a span's tail does not name its head", seg + d);
+    }
+  }
+  for (std::uint32_t seg = 0; seg < L.segments; ++seg) {
     const segment_record& r = records[seg];
     const bool in_tree = (leaves[seg / 64] >> (seg % 64)) & 1;
     const std::uint64_t state = r.holds & flags_and_count;
@@ -61,6 +74,10 @@ void check_at_rest(test_heap& heap) {
       continue;
     }
     if (in_tree) bad("held by a slot and in the tree", seg);
+    if (by[seg] == held::tail) {
+      if (state != 0) bad("a span's tail holds something", seg);
+      continue;
+    }
     const std::uint32_t c = r.kind, K = L.objects(c);
     const std::uint32_t position = r.cursor & position_mask;
     const std::uint64_t untaken = by[seg] == held::current && position < K ? K - position : 0;

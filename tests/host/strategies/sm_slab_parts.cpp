@@ -2,16 +2,22 @@
 //
 //  classes       class_of against every request size up to 1 MiB: the
 //                smallest class that holds it, at most a fifth lost; object
-//                index and offset are inverse
+//                index and offset are inverse over a whole span
 //  layout        plans for heaps of 4 KiB .. 80 GiB and 1 .. 256 SMs: tables
 //                in order inside the arena, at least two objects a block,
-//                the slots' blocks within an eighth of the arena (or one
+//                spans within their caps (the head's bitmap, 64 segments,
+//                arena/256) and at least span_objects objects below them,
+//                the slots' spans within an eighth of the arena (or one
 //                slot a class)
 //  blocks        one thread through a block's life (blocks.h): a fresh pass,
 //                retirement, half freed and queued (Q1), a second pass that
 //                hands out exactly the freed objects, all freed and released
-//                to the tree (B2, Q2)
-//  report        (--report) objects per block and slots per class on a
+//                to the tree (B2, Q2); for a one-segment block and a span
+//                (tails say where their head is, and are free again after)
+//  spans         threads claim aligned runs of 1 .. 64 segments from a
+//                bit tree (bit_tree.h claim_aligned_from) and give them
+//                back: aligned, never two owners, the tree whole at the end
+//  report        (--report) span, objects per block and slots per class on a
 //                16 GiB and a 64 MiB heap planned for 132 SMs; utilisation
 //                fresh and under churn (utilisation.h)
 //  churn band    (--churn-band T, alone) the GPU conformance suite's churn
@@ -20,7 +26,9 @@
 // Usage: gpualloc-sm-slab-parts [--report] [--turnovers N] [--churn-band T [--promise P]...]
 #include <cinttypes>
 #include <cstdint>
+#include <atomic>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 #include "gpualloc/strategies/sm_slab/sm_slab.h"
@@ -48,10 +56,12 @@ void test_classes() {
     const std::uint64_t size = object_bytes(L, c);
     CHECK(size % 16 == 0 && class_of(size) == c, "classes: class %u (%" PRIu64 " B) maps to %u", c, size, class_of(size));
     if (c > 0) CHECK(size > object_bytes(L, c - 1), "classes: class %u is not larger than %u", c, c - 1);
-    for (std::uint32_t i : {0u, 1u, 2u, L.objects(c) / 3, L.objects(c) - 1}) {
+    CHECK((((L.segment_bytes() << L.cls[c].span_log2) - 1) >> L.cls[c].shift) < (1u << 29),
+          "classes: class %u's offsets pass the reciprocal's range", c);
+    for (std::uint32_t i : {0u, 1u, 2u, L.objects(c) / 3, L.objects(c) - 2, L.objects(c) - 1}) {
       if (i >= L.objects(c)) continue;
       const std::uint64_t offset = L.object_offset(c, i);
-      CHECK(offset + size <= L.segment_bytes() && L.object_index(c, offset) == i &&
+      CHECK(offset + size <= (L.segment_bytes() << L.cls[c].span_log2) && L.object_index(c, offset) == i &&
                 (size < 32 || L.object_index(c, offset + size - 16) == i),
             "classes: object %u of class %u does not map back", i, c);
     }
@@ -84,10 +94,18 @@ void test_layouts() {
       std::uint64_t buffered = 0, slots = 0;
       for (std::uint32_t c = 0; c < L.classes; ++c) {
         CHECK(L.objects(c) >= 2, "layout: %" PRIu64 " B: class %u holds %u objects a block", bytes, c, L.objects(c));
+        const std::uint32_t m = L.cls[c].span_log2;
+        const std::uint64_t size = object_bytes(L, c), span = L.segment_bytes() << m;
+        CHECK(m <= max_span_log2 && L.objects(c) == span / size &&
+                  L.objects(c) <= (std::uint64_t{64} << L.bitmap_words_log2) && (m == 0 || span <= bytes / 256),
+              "layout: %" PRIu64 " B: class %u's span of 2^%u segments breaks a cap", bytes, c, m);
+        CHECK(L.objects(c) >= span_objects || m == max_span_log2 || size < (std::uint64_t{32} << m) ||
+                  span * 2 > bytes / 256,
+              "layout: %" PRIu64 " B: class %u's span of 2^%u segments could grow", bytes, c, m);
         const std::uint64_t n = L.cls[c].slot_mask + 1;
         CHECK((n & (n - 1)) == 0 && L.cls[c].first_slot == slots, "layout: %" PRIu64 " B: class %u's slots", bytes, c);
         slots += n;
-        buffered += (n < sms ? n : sms) * 2 << L.segment_log2;
+        buffered += (n < sms ? n : sms) * 2 << (L.segment_log2 + m);
       }
       CHECK(slots == L.slot_count, "layout: slot count");
       CHECK(buffered <= bytes / 8 || slots == L.classes,
@@ -96,14 +114,18 @@ void test_layouts() {
   std::printf("layout: %d plans of 4 KiB .. 80 GiB on 1 .. 256 SMs\n", plans);
 }
 
-// One thread through a block's life (blocks.h B1, B2, Q1, Q2).
-void test_block_life() {
-  utilisation::heap H(strategy_id::sm_slab, 16u << 20);
+// One thread through a block's life (blocks.h B1, B2, Q1, Q2), of `bytes`
+// objects on a heap of heap_bytes.
+void test_block_life(std::uint64_t heap_bytes, std::uint64_t bytes) {
+  utilisation::heap H(strategy_id::sm_slab, heap_bytes);
   const layout& L = gpualloc::state_of<gpualloc::strategies::sm_slab::state>(H.get()).L;
   const blocks B(L, H.get()->space.begin);
-  const std::uint32_t c = class_of(48), K = L.objects(c);
+  const std::uint32_t c = class_of(bytes), K = L.objects(c), span = 1u << L.cls[c].span_log2;
   const std::uint32_t seg = B.get(c);
   CHECK(seg != no_segment && !B.open(seg, c), "blocks: a fresh block is not closed before its pass");
+  CHECK(seg % span == 0, "blocks: span at %u is not aligned to its %u segments", seg, span);
+  for (std::uint32_t d = 1; d < span; ++d)
+    CHECK(B.kind(seg + d) == (kind_tail | d), "blocks: segment %u of a span does not name its head", d);
   B.start(seg, c);
   std::vector<std::uint32_t> got;
   for (bool done = false; !done;) {
@@ -131,9 +153,59 @@ void test_block_life() {
   CHECK(again == freed, "blocks: the second pass handed out %u objects, %u were free", again, freed);
   B.retire(seg);
   for (std::uint32_t i = 0; i < K; ++i) B.give_back(seg, i / 64, std::uint64_t{1} << (i % 64), 1);
-  CHECK(B.kind(seg) == kind_free, "blocks: a block with every object back is not released");
-  CHECK(B.get(c) == seg, "blocks: the released segment is not the lowest free one again");
-  std::printf("blocks: a pass of %u objects, half freed and queued, a second pass of exactly those, released\n", K);
+  for (std::uint32_t d = 0; d < span; ++d)
+    CHECK(B.kind(seg + d) == kind_free, "blocks: a block with every object back is not released (segment %u)", d);
+  CHECK(B.get(c) == seg, "blocks: the released span is not the lowest free one again");
+  std::printf("blocks: %" PRIu64 " B, a span of %u segments: a pass of %u objects, half freed and queued, a second "
+              "pass of exactly those, released\n", bytes, span, K);
+}
+
+// Threads claim aligned runs of 2^k (k = 0 .. 6) from SM-like starts and
+// give them back (blocks.h get and release): aligned, one owner each.
+void test_span_claims() {
+  constexpr std::uint32_t universe = 1000, threads = 8, rounds = 20000;
+  const gpualloc::detail::bit_tree_layout TL = gpualloc::detail::bit_tree_layout::make(universe);
+  std::vector<std::uint64_t> words(TL.words);
+  for (std::uint32_t w = 0; w < TL.words; ++w) words[w] = TL.initial_word(w, true);
+  const gpualloc::detail::bit_tree tree(words.data(), TL);
+  std::vector<std::atomic<std::uint32_t>> owner(universe);
+  std::atomic<int> bad{0}, got{0};
+  std::vector<std::thread> ts;
+  for (std::uint32_t t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      std::vector<std::pair<std::uint32_t, std::uint32_t>> held;  // first, count
+      for (std::uint32_t r = 0; r < rounds; ++r) {
+        const std::uint32_t k = (t + r) % 7, n = 1u << k;
+        const std::uint32_t first = tree.claim_aligned_from((t * 7 + r) % 16 * 64, k);
+        if (first != gpualloc::detail::bit_tree::none) {
+          got.fetch_add(1, std::memory_order_relaxed);
+          if (first % n != 0 || first + n > universe) bad.fetch_add(1);
+          for (std::uint32_t i = first; i < first + n && i < universe; ++i)
+            if (owner[i].exchange(t + 1, std::memory_order_relaxed) != 0) bad.fetch_add(1);
+          held.emplace_back(first, n);
+        }
+        if (held.size() > 6 || (first == gpualloc::detail::bit_tree::none && !held.empty())) {
+          const auto [f, c] = held.front();
+          held.erase(held.begin());
+          for (std::uint32_t i = f; i < f + c; ++i)
+            if (owner[i].exchange(0, std::memory_order_relaxed) != t + 1) bad.fetch_add(1);
+          tree.insert_run(f, c);
+        }
+      }
+      for (const auto [f, c] : held) {
+        for (std::uint32_t i = f; i < f + c; ++i) owner[i].store(0, std::memory_order_relaxed);
+        tree.insert_run(f, c);
+      }
+    });
+  for (auto& th : ts) th.join();
+  CHECK(bad.load() == 0, "spans: %d misaligned or doubly owned segments", bad.load());
+  std::uint32_t in_set = 0;
+  for (std::uint32_t i = tree.next(0); i != gpualloc::detail::bit_tree::none; i = tree.next(i + 1)) ++in_set;
+  CHECK(in_set == universe, "spans: %u of %u segments back in the tree", in_set, universe);
+  CHECK(tree.claim_aligned_from(0, 6) == 0 && tree.claim_aligned_from(0, 6) == 64 && tree.claim_aligned_from(100, 0) == 128,
+        "spans: a whole tree does not hand out the lowest aligned runs");
+  std::printf("spans: %u threads, %d of %u claims of aligned runs of 1 .. 64 segments got one, one owner each\n",
+              threads, got.load(), threads * rounds);
 }
 
 void print_plan(std::uint64_t bytes, std::uint32_t sms) {
@@ -141,8 +213,8 @@ void print_plan(std::uint64_t bytes, std::uint32_t sms) {
   std::printf("%" PRIu64 " MiB heap on %u SMs: %u segments of %" PRIu64 " KiB, tables %.2f%% of the arena\n",
               bytes >> 20, sms, L.segments, L.segment_bytes() >> 10, 100.0 * L.data_offset / bytes);
   for (std::uint32_t c = 0; c < L.classes; ++c)
-    std::printf("  %6" PRIu64 " B: %5u objects a block, %3u slots%s", object_bytes(L, c), L.objects(c),
-                L.cls[c].slot_mask + 1, c % 4 == 3 ? "\n" : ";");
+    std::printf("  %6" PRIu64 " B: span %2u, K %5u, %3u slots%s", object_bytes(L, c), 1u << L.cls[c].span_log2,
+                L.objects(c), L.cls[c].slot_mask + 1, c % 4 == 3 ? "\n" : ";");
   std::printf("\n");
 }
 
@@ -157,7 +229,9 @@ int main(int argc, char** argv) {
   }
   test_classes();
   test_layouts();
-  test_block_life();
+  test_block_life(16u << 20, 48);
+  test_block_life(std::uint64_t{256} << 20, 4096);
+  test_span_claims();
   if (o.report) {
     print_plan(std::uint64_t{16} << 30, 132);
     print_plan(std::uint64_t{64} << 20, 132);

@@ -140,6 +140,39 @@ class bit_tree {
     }
   }
 
+  // Takes an aligned run of 2^k indices (k <= 6: its first a multiple of
+  // 2^k, the run inside one leaf word) out of the set, the lowest in or after
+  // start's word, else the lowest of all; its first index, or none when the
+  // set holds no such run (k = 0: one index, as claim_from). One fetch-and
+  // takes the whole run; a collision (a bit of it taken meanwhile) gives
+  // back what it took and looks again at once, as claim_from does: as with
+  // claim_last_run, a collision means another claim got its bits, so the
+  // claim is lock-free. Claimers that start from different words do not
+  // collide. Out of line: its caller's registers (sm_slab's get).
+  __attribute__((noinline)) GPUALLOC_HD std::uint32_t claim_aligned_from(std::uint32_t start, std::uint32_t k) const {
+    const std::uint32_t n = 1u << k;
+    if (start >= L_.universe) start = 0;
+    for (std::uint32_t from = start / 64 * 64;;) {
+      const std::uint32_t i = next(from);
+      if (i == none) {
+        if (from == 0 || start == 0) return none;
+        from = start = 0;  // wrap around once
+        continue;
+      }
+      const std::uint32_t w = i / 64;
+      const std::uint64_t runs = aligned_runs(load(L_.levels - 1, w), n);
+      if (runs == 0) {
+        from = (w + 1) * 64;
+        continue;
+      }
+      const std::uint64_t mask = low_bits(n) << lowest_bit(runs);
+      const std::uint64_t old = remove_bits(w, mask);
+      if ((old & mask) == mask) return w * 64 + lowest_bit(runs);
+      if ((old & mask) != 0) insert_bits(w, old & mask);
+      from = w * 64;
+    }
+  }
+
   // Takes the highest run of `count` consecutive indices out of the set and
   // returns its first index, or none when the set holds no such run. A claim
   // that collides with another thread's gives back what it took and searches
@@ -175,6 +208,13 @@ class bit_tree {
     const std::uint32_t lo = first > w * 64 ? first - w * 64 : 0;
     const std::uint32_t hi = end < w * 64 + 64 ? end - w * 64 : 64;
     return low_bits(hi) & ~low_bits(lo);
+  }
+
+  // Bit b of v's aligned runs of n (a power of two <= 64): bits b .. b+n-1
+  // of v all set, b a multiple of n.
+  GPUALLOC_HD static std::uint64_t aligned_runs(std::uint64_t v, std::uint32_t n) {
+    for (std::uint32_t s = 1; s < n; s <<= 1) v &= v >> s;
+    return v & (~std::uint64_t{0} / low_bits(n));  // one bit every n: 0x5555.. for 2, 1 for 64
   }
 
   GPUALLOC_HD void insert_bits(std::uint32_t leaf, std::uint64_t mask) const {

@@ -1,12 +1,19 @@
-// sm-slab's blocks: a segment formatted for size class c is one block of
-// K = objects(c) objects, with a free bitmap (bit set = object free), a
+// sm-slab's blocks: a span of 2^span_log2(c) segments (one, or up to 64 for
+// larger classes: layout.h says why) formatted for size class c is one block
+// of K = objects(c) objects, with a free bitmap (bit set = object free), a
 // cursor that hands out positions, a count of what is outstanding, and a
-// queue per class of blocks worth reusing (layout.h).
+// queue per class of blocks worth reusing (layout.h). The block's first
+// segment, its head, names it: its record, bitmap and queue entries are the
+// block's, its base is where object 0 lies; the other segments of the span
+// (tails) only say where their head is.
 //
 // Per segment (segment_record):
-//   kind    kind_free, the class c, or kind_run | n for the first of a run
-//           of n segments handed out whole. Written before the memory is
-//           handed out; free() reads it (relaxed) to find an object's class.
+//   kind    kind_free, the class c (a block's head), kind_tail | d for the
+//           segment d after its head, or kind_run | n for the first of a
+//           run of n segments handed out whole. Written before the memory
+//           is handed out (format: tails, then the head) and before the
+//           segments go back to the tree (release: tails, then the head);
+//           free() reads it (relaxed) to find an object's head and class.
 //   cursor  [class:6 | position:26]. A pass over the block starts it at
 //           (c, 0); a claim adds the objects it wants and tries the bits of
 //           positions [before, before + n) below K.
@@ -22,7 +29,7 @@
 //     bit (fetch-and), and goes back by setting it (fetch-or). The cursor
 //     only spreads claimers over the bits, so a stale or repeated position
 //     can never hand an object out twice.
-//  B2 A block is released (its segment back to the tree) only by the thread
+//  B2 A block is released (its span back to the tree, whole) only by the thread
 //     that moves `holds` to count 0 with no flag set, or that clears
 //     `queued` at count 0 (one compare-and-swap). Then no object is live, no
 //     position is unsettled and no slot or queue holds it, so no one is left
@@ -83,6 +90,7 @@ namespace gpualloc::sm_slab_parts {
 
 inline constexpr std::uint32_t kind_free = 0xffu;
 inline constexpr std::uint32_t kind_run = 1u << 31;
+inline constexpr std::uint32_t kind_tail = 1u << 30;  // | segments after the head (1 .. 63)
 inline constexpr std::uint32_t no_segment = ~0u;
 
 inline constexpr std::uint32_t position_bits = 26;
@@ -161,14 +169,17 @@ class blocks {
   // race for the lowest free bit, and runs (taken from the top) stay whole.
   GPUALLOC_HD static std::uint32_t claim_start() { return (detail::sm_id() % 64) * 64; }
 
-  // A block for a slot of class c: a queued one (Q1) or a fresh segment,
-  // held by the slot, its pass not started (its cursor is past its K, B2).
-  // no_segment when the class has none and the tree is empty. Out of line:
-  // refill and prefetch share one copy (registers, sm_slab.h).
+  // A block for a slot of class c: a queued one (Q1) or a fresh span (its
+  // head), held by the slot, its pass not started (its cursor is past its
+  // K, B2). no_segment when the class has none and the tree no free span.
+  // Spans are aligned runs searched from the same SM-dependent start as
+  // single segments (SMs do not collide; runs for large requests, taken
+  // from the top, stay whole). Out of line: refill and prefetch share one
+  // copy (registers, sm_slab.h).
   __attribute__((noinline)) GPUALLOC_HD std::uint32_t get(std::uint32_t c) const {
     std::uint32_t seg = dequeue(c);
     if (seg == no_segment) {
-      seg = tree().claim_from(claim_start());
+      seg = tree().claim_aligned_from(claim_start(), L_.cls[c].span_log2);
       if (seg == detail::bit_tree::none) return no_segment;
       format(seg, c);
     }
@@ -313,9 +324,14 @@ class blocks {
     }
   }
 
+  // B2: the block's span back to the tree, its kinds free first (the
+  // tree's acq_rel insert orders them before the next claimer's format).
   __attribute__((noinline)) GPUALLOC_HD void release(std::uint32_t seg) const {
+    const std::uint32_t span = 1u << L_.cls[kind(seg)].span_log2;
+    for (std::uint32_t d = 1; d < span; ++d)
+      detail::device_atomic<std::uint32_t>(record(seg + d).kind).store(kind_free, detail::relaxed);
     detail::device_atomic<std::uint32_t>(record(seg).kind).store(kind_free, detail::relaxed);
-    tree().insert(seg);
+    tree().insert_run(seg, span);
   }
 
   GPUALLOC_HD void enqueue(std::uint32_t c, std::uint32_t seg) const {
@@ -336,9 +352,14 @@ class blocks {
     return no_segment;
   }
 
-  // A fresh segment (from the tree) becomes a block of class c, held by a slot.
+  // A fresh span (from the tree, seg its head) becomes a block of class c,
+  // held by a slot. Tails keep their holds and cursor as they were at their
+  // last release (count 0, no flag, cursor past K): a stale queue entry or
+  // claimer that reaches one touches nothing (B2, B3, Q1).
   GPUALLOC_HD void format(std::uint32_t seg, std::uint32_t c) const {
     const std::uint32_t K = L_.objects(c);
+    for (std::uint32_t d = 1; d < (1u << L_.cls[c].span_log2); ++d)
+      detail::device_atomic<std::uint32_t>(record(seg + d).kind).store(kind_tail | d, detail::relaxed);
     std::uint64_t* words = bitmap(seg);
     for (std::uint32_t w = 0; w * 64 < K; ++w)
       detail::device_atomic<std::uint64_t>(words[w]).store(detail::low_bits(K - w * 64 < 64 ? K - w * 64 : 64),

@@ -7,23 +7,36 @@
 //   data:  segment 0 | segment 1 | ...           (each 2^segment_log2 bytes)
 //
 // Sizes:
-//  - segment: the unit of the segment tree and the block of every class (a
-//    block is one segment, so a block goes back to the tree as soon as its
-//    last object does). The largest power of two in 32 KiB .. 1 MiB for
-//    which every SM can buffer two blocks of each class up to 8 KiB within
+//  - segment: the unit of the segment tree; a block is one segment or a
+//    span of them (below), back in the tree as soon as its last object is
+//    free. The largest power of two in 32 KiB .. 1 MiB for which every SM
+//    can buffer two segments of each class up to 8 KiB within
 //    an eighth of the arena (132 SMs: 16 GiB gets 128 KiB, 80 GiB 512 KiB),
 //    else 32 KiB, and at most arena/64 (down to 2 KiB for tiny heaps);
 //  - classes: objects of 16, 32, 48, 64 B, then four per doubling (80, 96,
 //    112, 128, 160, 192 ... B: 5..8 times 2^(t-3)), so at most a fifth of a
-//    request is lost to rounding; up to half a segment. A block of class c
-//    holds objects(c) = floor(segment / size) of them. Larger requests are
+//    request is lost to rounding; up to half a segment. Larger requests are
 //    runs of whole segments;
+//  - spans: a block of class c is a span of 2^span_log2(c) contiguous
+//    segments, aligned to its size (the first, its head, carries the
+//    block's record and bitmap), and holds objects(c) = floor(span / size)
+//    objects. The span is one segment where that already gives
+//    span_objects (512) objects, else the smallest that does, capped so
+//    that the head's bitmap (a bit per 16 B of a segment) holds every
+//    object (size >= 16 << span_log2), a span lies in one word of the
+//    segment tree (at most 64 segments) and takes at most arena/256. Why:
+//    with one-segment blocks (128 KiB on a 16 GiB heap, 132 SMs) a block
+//    held 128 objects of 1 KiB, 32 of 4 KiB, 16 of 8 KiB, so every warp or
+//    two refilled its SM's slot (lock, tree claim, format) and refills
+//    serialise per SM: 56x, 350x, 750x the time of a warp-aggregated bump
+//    pointer at 1, 4, 8 KiB on an H100 (2.3-2.6x up to 256 B);
 //  - slots: a pair (current, next block) per class and SM (the SM count
 //    rounded up to a power of two; SMs share a slot modulo the count) up to
-//    8 KiB, half as many per doubling above; halved further, the class with
-//    the most slots in use first, until the blocks the slots can hold (two
-//    per slot, counting at most one slot per SM) stay within an eighth of
-//    the arena (at least one slot per class);
+//    8 KiB, half as many per doubling above; halved further, the class whose
+//    slots buffer the most bytes first, until the blocks the slots can hold
+//    (two spans per slot, counting at most one slot per SM) stay within an
+//    eighth of the arena (at least one slot per class; SMs share the slots
+//    of a class with fewer slots than SMs);
 //  - queues: per class, a ring of segment indices with room for all
 //    segments (a queue that is full takes no more: blocks.h Q1).
 #pragma once
@@ -43,6 +56,8 @@ inline constexpr std::uint32_t small_classes = 32;     // 16 B .. 8 KiB: a slot 
 inline constexpr std::uint32_t min_segment_log2 = 11;  // 2 KiB, for tiny heaps
 inline constexpr std::uint32_t usual_segment_log2 = 15;  // 32 KiB: four 8 KiB objects
 inline constexpr std::uint32_t max_segment_log2 = 20;  // 1 MiB
+inline constexpr std::uint32_t span_objects = 512;     // objects a block should hold (spans)
+inline constexpr std::uint32_t max_span_log2 = 6;      // 64 segments: one word of the segment tree
 
 // Classes with objects up to half a segment of 2^S bytes.
 GPUALLOC_INLINE constexpr std::uint32_t classes_for(std::uint32_t S) { return 4 * S - 24; }
@@ -62,7 +77,7 @@ GPUALLOC_INLINE std::uint32_t class_of(std::uint64_t bytes) {
 struct segment_record {
   std::uint64_t holds;   // [ticket:32 | in_slot:1 | queued:1 | count:30]
   std::uint32_t cursor;  // [class:6 | position:26]
-  std::uint32_t kind;    // kind_free, a class, or kind_run | segments in the run
+  std::uint32_t kind;    // kind_free, a class, kind_run | segments in the run, or kind_tail | d (blocks.h)
   std::uint8_t padding[16];
 };
 static_assert(sizeof(segment_record) == 32);
@@ -77,6 +92,7 @@ struct class_info {
   std::uint32_t first_slot;  // the class's first slot pair
   std::uint32_t slot_mask;   // slot pairs - 1 (a power of two)
   std::uint32_t objects;     // per block
+  std::uint32_t span_log2;   // a block is 2^span_log2 segments
   std::uint32_t units;       // an object is `units` << shift bytes (units 1..8)
   std::uint32_t shift;
   std::uint64_t reciprocal;  // ceil(2^32 / units): x / units = x * reciprocal >> 32 for x < 2^29
@@ -103,7 +119,8 @@ struct layout {
   GPUALLOC_HD std::uint64_t segment_bytes() const { return std::uint64_t{1} << segment_log2; }
   // Objects per block of class c.
   GPUALLOC_HD std::uint32_t objects(std::uint32_t c) const { return cls[c].objects; }
-  // Where object i of a class-c block lies in its segment, and back.
+  // Where object i of a class-c block lies from its head's base, and back
+  // (offset < 2^(20+6), so offset >> shift < 2^22: the reciprocal is exact).
   GPUALLOC_HD std::uint64_t object_offset(std::uint32_t c, std::uint32_t i) const {
     return std::uint64_t{i} * cls[c].units << cls[c].shift;
   }
@@ -126,8 +143,9 @@ struct layout {
     L.classes = classes_for(S);
     L.bitmap_words_log2 = S - min_object_log2 - 6;
 
-    // Slots: one pair per SM up to 8 KiB, halved per doubling above; then
-    // halved (most slots in use first) while two blocks a slot exceed arena/8.
+    // Spans and slots: one pair per SM up to 8 KiB, halved per doubling
+    // above; then halved (most bytes held first) while two spans a slot
+    // exceed arena/8.
     std::uint64_t slots[max_classes];
     for (std::uint32_t c = 0; c < L.classes; ++c) {
       const std::uint32_t halvings = c < small_classes ? 0 : (c - small_classes) / 4 + 1;
@@ -136,13 +154,19 @@ struct layout {
       ci.units = c < 4 ? c + 1 : 5 + (c - 4) % 4;
       ci.shift = c < 4 ? min_object_log2 : 4 + (c - 4) / 4;
       ci.reciprocal = ((std::uint64_t{1} << 32) + ci.units - 1) / ci.units;
-      ci.objects = static_cast<std::uint32_t>((std::uint64_t{1} << S) / (std::uint64_t{ci.units} << ci.shift));
+      const std::uint64_t size = std::uint64_t{ci.units} << ci.shift;
+      std::uint32_t m = 0;  // the span (see the top)
+      while (m < max_span_log2 && (std::uint64_t{1} << (S + m)) / size < span_objects &&
+             size >= std::uint64_t{16} << (m + 1) && (std::uint64_t{1} << (S + m + 1)) <= arena_bytes / 256)
+        ++m;
+      ci.span_log2 = m;
+      ci.objects = static_cast<std::uint32_t>((std::uint64_t{1} << (S + m)) / size);
     }
     for (;;) {
-      std::uint64_t buffered = 0, largest = 0;  // largest: the most slots in use by one class
+      std::uint64_t buffered = 0, largest = 0;  // largest: the most segments one class's slots hold
       std::uint32_t largest_class = 0;
       for (std::uint32_t c = 0; c < L.classes; ++c) {
-        const std::uint64_t used = slots[c] < sms ? slots[c] : sms;
+        const std::uint64_t used = (slots[c] < sms ? slots[c] : sms) << L.cls[c].span_log2;
         buffered += used * 2 << S;
         if (slots[c] > 1 && used >= largest) largest = used, largest_class = c;
       }

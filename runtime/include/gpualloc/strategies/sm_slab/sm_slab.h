@@ -9,10 +9,14 @@
 // the protocol below is this project's.
 //
 // The heap is cut into segments (layout.h), free ones in the segment tree
-// (detail/bit_tree.h, lowest first). A block is one segment formatted for a
-// size class c (16 B << c, up to half a segment): K objects, a free bitmap,
-// a cursor and a count (blocks.h). Per class and SM a slot pair holds the
-// current block and the next one.
+// (detail/bit_tree.h, lowest first). A block is one segment, or for larger
+// classes an aligned span of up to 64 (so that it holds ~512 objects:
+// layout.h), formatted for a size class c (16 B .. half a segment): K
+// objects, a free bitmap, a cursor and a count, all in its first segment's
+// record (blocks.h). Per class and SM a slot pair holds the current block
+// and the next one. Spans add nothing to the fast path: slots, cursors and
+// object addresses name the head; only free() of an object in a span's
+// tail loads one more kind.
 //
 // malloc(bytes):
 //  - up to half a segment: its class c (16, 32, 48, 64, 96 ... B: layout.h). The lanes of one
@@ -25,9 +29,10 @@
 //    empty `next` (prefetch); the one whose positions reach K promotes
 //    `next` to current (refill).
 //  - above: a run of whole segments from the back of the tree.
-// free(p): the segment's kind gives the class, hence the object and its
-// bit. Lanes on the same bitmap word combine their bits (a sum of distinct
-// bits is their union): one fetch-or and one subtraction per group.
+// free(p): the segment's kind gives the class (a span's tail names its
+// head, whose kind does), hence the object and its bit. Lanes on the same
+// bitmap word combine their bits (a sum of distinct bits is their union):
+// one fetch-or and one subtraction per group.
 // Retired blocks come back into use when a quarter of them is free (queued
 // per class, blocks.h Q1), and go back to the tree when all of it is (B2).
 //
@@ -74,7 +79,10 @@
 // to 122 (Gallatin: 85 to 109), set by the slow paths, not the fast one
 // (27 with them stubbed out). Taking get out of line and giving it one call
 // site in refill took them from 110 to 100; inlining refill into the
-// lane-alone path, or release into its callers, made them worse.
+// lane-alone path, or release into its callers, made them worse. Spans
+// (a kernel of one malloc, one of one free, sm_90): malloc 96 -> 98, set by
+// get's aligned run search (out of line in bit_tree.h: inline 102, a
+// wrapper or claim_from kept for one segment 102-106), free 32 -> 34.
 #pragma once
 
 #include <cstdint>
@@ -135,10 +143,14 @@ struct sm_slab {
     const layout& L = s.L;
     const blocks B(L, a.begin);
     const auto offset = static_cast<std::uint64_t>(static_cast<std::byte*>(p) - B.data());
-    const auto seg = static_cast<std::uint32_t>(offset >> L.segment_log2);
-    const std::uint32_t kind = B.kind(seg);
+    auto seg = static_cast<std::uint32_t>(offset >> L.segment_log2);
+    std::uint32_t kind = B.kind(seg);
+    if ((kind >> 30) == (kind_tail >> 30)) {  // a span's tail: its head has the class
+      seg -= kind & ~kind_tail;
+      kind = B.kind(seg);
+    }
     const bool run = (kind & kind_run) != 0;
-    const std::uint32_t i = run ? 0 : L.object_index(kind, offset & (L.segment_bytes() - 1));
+    const std::uint32_t i = run ? 0 : L.object_index(kind, offset - (std::uint64_t{seg} << L.segment_log2));
     const std::uint64_t key = run ? std::uint64_t{1} << 63 | seg : std::uint64_t{seg} << 32 | i / 64;
     const detail::lane_group g = group.partition(key);
     if (run) return free_run(L, a.begin, seg);
