@@ -148,8 +148,10 @@ class bit_tree {
   // back what it took and looks again at once, as claim_from does: as with
   // claim_last_run, a collision means another claim got its bits, so the
   // claim is lock-free. Claimers that start from different words do not
-  // collide. Out of line: its caller's registers (sm_slab's get).
-  __attribute__((noinline)) GPUALLOC_HD std::uint32_t claim_aligned_from(std::uint32_t start, std::uint32_t k) const {
+  // collide. Inline: sm_slab's get, its caller, is out of line already, and
+  // a second out-of-line level put a kernel that allocates in a loop
+  // (examples/divisors.cu) 8 registers over its folded build (4 inline).
+  GPUALLOC_HD std::uint32_t claim_aligned_from(std::uint32_t start, std::uint32_t k) const {
     const std::uint32_t n = 1u << k;
     if (start >= L_.universe) start = 0;
     for (std::uint32_t from = start / 64 * 64;;) {
