@@ -191,10 +191,17 @@ __global__ void k_prob(void** ptrs, unsigned* sizes, size_rule r, unsigned long 
 // stays constant. The new size is drawn from the rule (id: round and slot)
 // and kept in sizes[] for the check. A NULL leaves the slot empty (the next
 // round retries it) and counts in *nulls. Round 0 over empty slots is the fill.
+// `before`: the NULLs of the round before (nullptr: none); a round queued
+// behind one that saw a NULL does nothing but pass that count on, so the
+// rest of a gated batch costs no time (out-of-memory rounds can take seconds).
 template <class Source>
 __global__ void k_churn(void** ptrs, unsigned* sizes, size_rule r, unsigned long long first, unsigned long long n,
-                        unsigned round, unsigned long long* nulls, Source source) {
+                        unsigned round, const unsigned long long* before, unsigned long long* nulls, Source source) {
   unsigned long long t = gtid();
+  if (before != nullptr && *before != 0) {
+    if (t == 0) *nulls = *before;
+    return;
+  }
   if (t >= n) return;
   const unsigned long long slot = first + t;
   void* p = ptrs[slot];
@@ -723,7 +730,8 @@ void run_oom(const context& c, const point& p) {
 // kernel run over all slots: the live count stays constant, the live bytes
 // near PERCENT %. It stops at the first round with a NULL, or when the time
 // budget is spent. Rounds run in gated batches (timing.h), each round timed;
-// a batch runs to its end, rounds after its first NULL do not count. Then
+// rounds queued behind the first NULL return at once (k_churn) and do not
+// count. Then
 // every live block is filled and checked, all are freed, and one batch is
 // allocated again (as oom).
 void run_churn(const context& c, const point& p) {
@@ -755,7 +763,7 @@ void run_churn(const context& c, const point& p) {
       break;
     }
     const unsigned long long n = std::min(kFillBatch, slots - first);
-    k_churn<<<grid(n), kBlock>>>(ptrs.p, sizes.p, r, first, n, 0, nulls.p, heap_source{});
+    k_churn<<<grid(n), kBlock>>>(ptrs.p, sizes.p, r, first, n, 0, nullptr, nulls.p, heap_source{});
     BENCH_CUDA(cudaGetLastError());
     BENCH_CUDA(cudaMemcpy(&fill_nulls, nulls.p, sizeof fill_nulls, cudaMemcpyDeviceToHost));
   }
@@ -785,7 +793,8 @@ void run_churn(const context& c, const point& p) {
       g.close();
       for (int k = 0; k < n; ++k) {
         m.at(2 * k);
-        k_churn<<<grid(slots), kBlock>>>(ptrs.p, sizes.p, r, 0, slots, next + k, nulls.p + next + k, heap_source{});
+        k_churn<<<grid(slots), kBlock>>>(ptrs.p, sizes.p, r, 0, slots, next + k, nulls.p + next + k - 1,
+                                          nulls.p + next + k, heap_source{});
         m.at(2 * k + 1);
       }
       g.open();
