@@ -120,36 +120,25 @@ class bit_tree {
   }
 
   // Takes the smallest index out of the set and returns it, or none.
-  GPUALLOC_HD std::uint32_t claim_first() const { return claim_from(0); }
-
-  // Takes the smallest index >= start out of the set, or, with none there,
-  // the smallest of all; none when the set is empty. Claimers that start
-  // from different words do not collide: all starting from 0, they all race
-  // for the same lowest bit and each collision costs a search again.
-  GPUALLOC_HD std::uint32_t claim_from(std::uint32_t start) const {
-    if (start >= L_.universe) start = 0;
-    for (std::uint32_t from = start;;) {
+  GPUALLOC_HD std::uint32_t claim_first() const {
+    for (std::uint32_t from = 0;;) {
       const std::uint32_t i = next(from);
-      if (i == none) {
-        if (from == 0 || start == 0) return none;
-        from = start = 0;  // wrap around once
-        continue;
-      }
-      if (remove(i)) return i;
+      if (i == none || remove(i)) return i;
       from = i;
     }
   }
 
   // Takes an aligned run of 2^k indices (k <= 6: its first a multiple of
-  // 2^k, the run inside one leaf word) out of the set, the lowest in or after
-  // start's word, else the lowest of all; its first index, or none when the
-  // set holds no such run (k = 0: one index, as claim_from). One fetch-and
-  // takes the whole run; a collision (a bit of it taken meanwhile) gives
-  // back what it took and looks again at once, as claim_from does: as with
+  // 2^k, the run inside one leaf word) out of the set, the lowest in or
+  // after start's word, else the lowest of all; its first index, or none
+  // when the set holds no such run (k = 0: one index). One fetch-and takes
+  // the whole run; a collision (a bit of it taken meanwhile) gives back what
+  // it took and looks again at once, as claim_first does: as with
   // claim_last_run, a collision means another claim got its bits, so the
   // claim is lock-free. Claimers that start from different words do not
-  // collide. Inline: sm_slab's get, its caller, is out of line already, and
-  // a second out-of-line level put a kernel that allocates in a loop
+  // collide (all starting from 0, they would race for the same lowest
+  // bits). Inline: sm_slab's get, its caller, is out of line already, and a
+  // second out-of-line level put a kernel that allocates in a loop
   // (examples/divisors.cu) 8 registers over its folded build (4 inline).
   GPUALLOC_HD std::uint32_t claim_aligned_from(std::uint32_t start, std::uint32_t k) const {
     const std::uint32_t n = 1u << k;
