@@ -9,7 +9,7 @@
 // the protocol below is this project's.
 //
 // The heap is cut into segments (layout.h), free ones in the segment tree
-// (detail/bit_tree.h, lowest first). A block is one segment, or for larger
+// (detail/bit_tree.h; each SM searches it from its own leaf word, blocks.h). A block is one segment, or for larger
 // classes an aligned span of up to 64 (so that it holds ~512 objects:
 // layout.h), formatted for a size class c (16 B .. half a segment): K
 // objects, a free bitmap, a cursor and a count, all in its first segment's
@@ -19,7 +19,7 @@
 // tail loads one more kind.
 //
 // malloc(bytes):
-//  - up to half a segment: its class c (16, 32, 48, 64, 96 ... B: layout.h). The lanes of one
+//  - up to half a segment: its class c (16, 32, 48, 64, 80, 96 ... B: layout.h). The lanes of one
 //    class form a group; its leader adds the group's size to the current
 //    block's cursor and clears the bits of the positions it got (one
 //    fetch-and per word: one or two); lanes take the objects whose bits
@@ -75,14 +75,12 @@
 //
 // Rare paths (refill, prefetch, lanes alone, runs, settlements of missed
 // positions and the count's transitions) are out of line. Registers (ptxas,
-// the benchmark's allocation kernels folded to this strategy, sm_90): 100
-// to 122 (Gallatin: 85 to 109), set by the slow paths, not the fast one
-// (27 with them stubbed out). Taking get out of line and giving it one call
-// site in refill took them from 110 to 100; inlining refill into the
-// lane-alone path, or release into its callers, made them worse. Spans
-// (a kernel of one malloc, one of one free, sm_90): malloc 96 -> 98, set by
-// get's aligned run search (out of line in bit_tree.h: inline 102, a
-// wrapper or claim_from kept for one segment 102-106), free 32 -> 34.
+// the benchmark's allocation kernels folded to this strategy, sm_90, before
+// spans): 100 to 122 (Gallatin: 85 to 109), set by the slow paths, not the
+// fast one (27 with them stubbed out). Taking get out of line and giving it
+// one call site in refill took them from 110 to 100; inlining refill into
+// the lane-alone path, or release into its callers, made them worse. Spans
+// add the aligned run search inside get (inlined there: bit_tree.h says why).
 #pragma once
 
 #include <cstdint>
