@@ -20,9 +20,9 @@
 // name from libcuda on first call), and one wrapper that calls only it. A
 // wrapper never stores itself or anything else of libgpualloc as a real one.
 //
-// The wrappers' C++ names are hook_<abi name>; an asm label gives each the
-// ABI name, so cuda.h's #defines (cuCtxDestroy -> cuCtxDestroy_v2) never
-// rename them. Nothing in libgpualloc calls a cu* symbol by name.
+// The wrappers' C++ names are hook_<abi name>; an asm label gives each's
+// exported alias the ABI name, so cuda.h's #defines (cuCtxDestroy ->
+// cuCtxDestroy_v2) never rename them. Nothing in libgpualloc calls a cu* symbol by name.
 #include <dlfcn.h>
 #include <link.h>
 
@@ -491,9 +491,17 @@ constexpr bool is_per_thread_variant(const char* name) {
 }  // namespace gpualloc::interpose
 
 // ---------------------------------------------------------------------------
-// The wrappers, exported under the driver's ABI names.
-#define GPUALLOC_DECLARE_HOOK(name, family) \
-  extern "C" GPUALLOC_EXPORT CUresult hook_##name family##_PARAMS __asm__(#name);
+// The wrappers. Each is defined as hook_<abi name>, hidden, and exported
+// under the ABI name as an alias (door 3). libgpualloc takes its wrappers'
+// addresses through the hidden names only: a reference to an exported name
+// binds to the first definition in the process, and a tool preloaded before
+// libgpualloc (Nsight Compute's injection exports cuGetProcAddress_v2) would
+// have us hand out the tool's function as our wrapper, and the tool, whose
+// real function is then itself, calls itself until the stack runs out.
+#define GPUALLOC_DECLARE_HOOK(name, family)                   \
+  extern "C" CUresult hook_##name family##_PARAMS;            \
+  extern "C" GPUALLOC_EXPORT CUresult exported_##name family##_PARAMS __asm__(#name) \
+      __attribute__((alias("hook_" #name)));
 GPUALLOC_HOOKS(GPUALLOC_DECLARE_HOOK)
 #undef GPUALLOC_DECLARE_HOOK
 

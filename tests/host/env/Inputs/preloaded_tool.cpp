@@ -1,6 +1,9 @@
 // Stands in for a profiler's launcher or injection library preloaded into
 // the program (Nsight Compute's, compute-sanitizer's): it interposes dlopen,
-// and reports each call that libgpualloc makes to it. preloaded_tool.test.
+// and reports each call that libgpualloc makes to it; like Nsight Compute's
+// injection it also exports the driver's resolver, cuGetProcAddress_v2,
+// forwarding to the function dlsym finds for that name in libcuda.
+// preloaded_tool.test.
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -15,4 +18,16 @@ extern "C" void* dlopen(const char* file, int flags) {
       std::strstr(caller.dli_fname, "libgpualloc") != nullptr)
     std::fprintf(stderr, "tool: libgpualloc called the preloaded dlopen(\"%s\")\n", file != nullptr ? file : "");
   return real(file, flags);
+}
+
+// The driver's signature (cuda.h), in plain types.
+extern "C" int cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsigned long long flags,
+                                   void* status) {
+  using resolver = int (*)(const char*, void**, int, unsigned long long, void*);
+  static resolver next = reinterpret_cast<resolver>(dlsym(dlopen("libcuda.so.1", RTLD_NOW), "cuGetProcAddress_v2"));
+  if (next == reinterpret_cast<resolver>(&cuGetProcAddress_v2)) {
+    std::fprintf(stderr, "tool: libgpualloc handed the tool its own cuGetProcAddress_v2\n");
+    return 999;  // CUDA_ERROR_UNKNOWN
+  }
+  return next(symbol, pfn, version, flags, status);
 }
