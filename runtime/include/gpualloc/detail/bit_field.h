@@ -19,34 +19,6 @@
 
 namespace gpualloc::detail {
 
-GPUALLOC_INLINE std::uint32_t popcount(std::uint64_t v) {
-#if GPUALLOC_ON_DEVICE
-  return static_cast<std::uint32_t>(__popcll(static_cast<unsigned long long>(v)));
-#else
-  return static_cast<std::uint32_t>(__builtin_popcountll(v));
-#endif
-}
-
-// The k lowest set bits of v (all of them if v has fewer).
-GPUALLOC_INLINE std::uint64_t lowest_set_bits(std::uint64_t v, std::uint32_t k) {
-  std::uint64_t m = 0;
-  for (; v != 0 && k != 0; --k, v &= v - 1) m |= v & (~v + 1);
-  return m;
-}
-
-// Index of the n-th (from 0) set bit of v; v has more than n set bits.
-GPUALLOC_INLINE std::uint32_t nth_set_bit(std::uint64_t v, std::uint32_t n) {
-#if GPUALLOC_ON_DEVICE
-  const auto lo = static_cast<unsigned>(v);
-  const auto below = static_cast<std::uint32_t>(__popc(lo));
-  if (n < below) return static_cast<std::uint32_t>(__fns(lo, 0, static_cast<int>(n) + 1));
-  return 32 + static_cast<std::uint32_t>(__fns(static_cast<unsigned>(v >> 32), 0, static_cast<int>(n - below) + 1));
-#else
-  for (; n != 0; --n) v &= v - 1;
-  return lowest_bit(v);
-#endif
-}
-
 struct bit_field {
   std::uint64_t* words;
 
