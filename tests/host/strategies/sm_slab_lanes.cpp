@@ -6,7 +6,8 @@
 //
 // At rest (every block freed): each segment is free (kind free, nothing held,
 // its bit in the tree) or a slot holds it: a current block counts exactly
-// its untaken positions, a `next` block nothing, and every object of either
+// its untaken positions, a `next` block nothing (and the count of `next`
+// blocks, sm_slab.h P4, is their number), and every object of either
 // has its free bit set (blocks.h B1, B2; a queued or retired block whose
 // last object came back was released, Q2). A span's tails are held with
 // their head: they name it, hold nothing and are not in the tree.
@@ -51,6 +52,12 @@ void check_at_rest(test_heap& heap) {
       if (records[ref - 1].kind != class_of_slot[i]) bad("held by a slot of another class", ref - 1);
     }
   }
+  std::int64_t next_blocks = 0;
+  for (const held h : by) next_blocks += h == held::next;
+  const auto* counted = reinterpret_cast<const gpualloc::detail::fill_count*>(arena + L.next_blocks_offset);
+  if (counted->value != next_blocks)
+    FAIL("sm-slab lanes at rest: %lld blocks in `next` words, counted %lld (sm_slab.h P4)",
+         static_cast<long long>(next_blocks), static_cast<long long>(counted->value));
   for (std::uint32_t seg = 0; seg < L.segments; ++seg) {
     if ((by[seg] != held::current && by[seg] != held::next) || records[seg].kind >= L.classes) continue;
     const std::uint32_t span = 1u << L.cls[records[seg].kind].span_log2;

@@ -108,7 +108,7 @@ void test_layouts() {
         buffered += (n < sms ? n : sms) * 2 << (L.segment_log2 + m);
       }
       CHECK(slots == L.slot_count, "layout: slot count");
-      CHECK(buffered <= bytes / 8 || slots == L.classes,
+      CHECK(buffered <= bytes / slot_share || slots == L.classes,
             "layout: %" PRIu64 " B on %u SMs buffers %" PRIu64 " B in slots", bytes, sms, buffered);
     }
   std::printf("layout: %d plans of 4 KiB .. 80 GiB on 1 .. 256 SMs\n", plans);
@@ -176,7 +176,7 @@ void test_span_claims() {
       std::vector<std::pair<std::uint32_t, std::uint32_t>> held;  // first, count
       for (std::uint32_t r = 0; r < rounds; ++r) {
         const std::uint32_t k = (t + r) % 7, n = 1u << k;
-        const std::uint32_t first = tree.claim_aligned_from((t * 7 + r) % 16 * 64, k);
+        const std::uint32_t first = tree.claim_aligned_from((t * 7 + r) % 16 * 64, k, t);
         if (first != gpualloc::detail::bit_tree::none) {
           got.fetch_add(1, std::memory_order_relaxed);
           if (first % n != 0 || first + n > universe) bad.fetch_add(1);
@@ -202,8 +202,9 @@ void test_span_claims() {
   std::uint32_t in_set = 0;
   for (std::uint32_t i = tree.next(0); i != gpualloc::detail::bit_tree::none; i = tree.next(i + 1)) ++in_set;
   CHECK(in_set == universe, "spans: %u of %u segments back in the tree", in_set, universe);
-  CHECK(tree.claim_aligned_from(0, 6) == 0 && tree.claim_aligned_from(0, 6) == 64 && tree.claim_aligned_from(100, 0) == 128,
-        "spans: a whole tree does not hand out the lowest aligned runs");
+  CHECK(tree.claim_aligned_from(0, 6, 5) == 0 && tree.claim_aligned_from(0, 6, 0) == 64 &&
+            tree.claim_aligned_from(100, 0, 0) == 128 && tree.claim_aligned_from(130, 1, 2) == 134,
+        "spans: a whole tree does not hand out the salt-th aligned run of the first word from the start");
   std::printf("spans: %u threads, %d of %u claims of aligned runs of 1 .. 64 segments got one, one owner each\n",
               threads, got.load(), threads * rounds);
 }

@@ -129,18 +129,19 @@ class bit_tree {
   }
 
   // Takes an aligned run of 2^k indices (k <= 6: its first a multiple of
-  // 2^k, the run inside one leaf word) out of the set, the lowest in or
-  // after start's word, else the lowest of all; its first index, or none
-  // when the set holds no such run (k = 0: one index). One fetch-and takes
-  // the whole run; a collision (a bit of it taken meanwhile) gives back what
-  // it took and looks again at once, as claim_first does: as with
-  // claim_last_run, a collision means another claim got its bits, so the
-  // claim is lock-free. Claimers that start from different words do not
-  // collide (all starting from 0, they would race for the same lowest
-  // bits). Inline: sm_slab's get, its caller, is out of line already, and a
+  // 2^k, the run inside one leaf word) out of the set, from the first word
+  // in or after start's that has one, else from the lowest of all; its
+  // first index, or none when the set holds no such run (k = 0: one index).
+  // Of a word's runs it takes the (salt mod their number)-th, so claimers
+  // that meet in one word (having started from different words, or from
+  // the same one) take different runs. One fetch-and takes the whole run; a
+  // collision (a bit of it taken meanwhile) gives back what it took and
+  // looks again at once, as claim_first does: as with claim_last_run, a
+  // collision means another claim got its bits, so the claim is lock-free.
+  // Inline: sm_slab's get, its caller, is out of line already, and a
   // second out-of-line level put a kernel that allocates in a loop
   // (examples/divisors.cu) 8 registers over its folded build (4 inline).
-  GPUALLOC_HD std::uint32_t claim_aligned_from(std::uint32_t start, std::uint32_t k) const {
+  GPUALLOC_HD std::uint32_t claim_aligned_from(std::uint32_t start, std::uint32_t k, std::uint32_t salt) const {
     const std::uint32_t n = 1u << k;
     if (start >= L_.universe) start = 0;
     for (std::uint32_t from = start / 64 * 64;;) {
@@ -156,9 +157,10 @@ class bit_tree {
         from = (w + 1) * 64;
         continue;
       }
-      const std::uint64_t mask = low_bits(n) << lowest_bit(runs);
+      const std::uint32_t first = nth_set_bit(runs, salt % popcount(runs));
+      const std::uint64_t mask = low_bits(n) << first;
       const std::uint64_t old = remove_bits(w, mask);
-      if ((old & mask) == mask) return w * 64 + lowest_bit(runs);
+      if ((old & mask) == mask) return w * 64 + first;
       if ((old & mask) != 0) insert_bits(w, old & mask);
       from = w * 64;
     }
