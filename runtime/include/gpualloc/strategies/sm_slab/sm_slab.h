@@ -61,8 +61,8 @@
 //     whole heap. A count of the blocks in `next` words (raised after a
 //     prefetch stores one, lowered when a refill or this takes one) lets
 //     a refill skip the walk over every pair when there are none: on a
-//     heap that has run dry every request walked ~5,000 pairs, and a GPU
-//     test that asks for more than the heap took 30 s.
+//     heap that has run dry, every failing refill walked all the pairs
+//     (2,054 on 4 GiB and 132 SMs; 4,928 with half the arena in slots).
 //  P5 A block started with many objects live (reused from its queue) gets a
 //     width in its current word: a group of n lanes claims n << width
 //     positions (at most 64, two bitmap words), so it still finds about n
