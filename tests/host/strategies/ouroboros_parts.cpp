@@ -12,6 +12,12 @@
 //  bit field   threads claim pages from one bit-field (detail/bit_field.h)
 //              after reserving them from a count, and set them back: no page
 //              held twice, all pages free at the end
+//  list queues two shallow linked queues (storage.h list_queue, VL) sharing
+//              the chunk pool, driven as the C protocol drives them (a few
+//              dozen entries, every take put back at once): no entry lost or
+//              held twice, the back always names a live queue chunk of its
+//              ordinal and the oldest chunk never passes it (Q2), and the
+//              queues keep moving (a stuck put is reported, not waited for)
 //  layout      plans of the six variants for arenas of 1 KiB .. 80 GiB: the
 //              tables in order inside the arena, the chunks after them
 //  sizes       every request size of 16 B .. 8 KiB gets a page that holds it,
@@ -24,6 +30,7 @@
 // Usage: gpualloc-ouroboros-parts [--report]
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -218,6 +225,86 @@ void check_layout(const char* name, std::uint64_t arena_bytes) {
   if (L.chunks > ouro::max_chunks) FAIL("layout %s: %u chunks", name, L.chunks);
 }
 
+// Q2 of storage.h, under the access pattern that broke it on the GPU
+// (ouroboros-c-vl: the back moved along a recycled chunk's link).
+void test_list_queues() {
+  namespace ouro = gpualloc::strategies::ouro;
+  using gpualloc::strategies::ouroboros_c_vl;
+  using entry = std::uint64_t;
+  using list = ouro::list_queue;
+  constexpr unsigned queues = 2, first_queue = 1, entries = 16, per_queue = threads / 2;
+  constexpr std::uint64_t bytes = 64ull << 20;
+  std::unique_ptr<std::byte[]> memory(new (std::align_val_t{4096}) std::byte[bytes]);
+  const gpualloc::arena a{memory.get(), bytes};
+  static ouroboros_c_vl::state s;
+  ouroboros_c_vl::plan(s, a, gpualloc::device_facts{});
+  ouroboros_c_vl::init(s, a, 0, 0, 1);
+  const ouro::heap h{s.L, a.begin};
+  std::vector<std::atomic<int>> owner(queues * entries);
+  for (unsigned q = 0; q < queues; ++q) {
+    ouro::queue_control& qc = h.queue(first_queue + q);
+    if (!list::reserve_slots<entry>(h, first_queue + q, 2 * entries)) FAIL("list queues: no reservation");
+    for (entry e = 0; e < entries; ++e) {
+      qc.fill.add(1);
+      list::put<entry>(h, first_queue + q, qc.ends.reserve_back(1), e);
+    }
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> moves{0};
+  std::atomic<int> lost{0}, twice{0}, stale_back{0}, old_past_back{0};
+  std::vector<std::thread> ts;
+  for (unsigned t = 0; t < queues * per_queue; ++t)
+    ts.emplace_back([&, q = t / per_queue] {
+      ouro::queue_control& qc = h.queue(first_queue + q);
+      while (!stop.load(std::memory_order_relaxed)) {
+        if (!qc.fill.try_take(1)) continue;
+        const entry e = list::take<entry>(h, first_queue + q, qc.ends.reserve_front(1));
+        if (e >= entries) {
+          lost.fetch_add(1);
+          continue;
+        }
+        if (owner[q * entries + e].exchange(1) != 0) twice.fetch_add(1);
+        owner[q * entries + e].store(0);
+        qc.fill.add(1);
+        list::put<entry>(h, first_queue + q, qc.ends.reserve_back(1), e);
+        moves.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  std::thread monitor([&] {  // the back of queue 1, whenever two reads of it agree
+    using gpualloc::detail::device_atomic;
+    ouro::queue_control& qc = h.queue(first_queue);
+    while (!stop.load(std::memory_order_relaxed)) {
+      const std::uint64_t back = device_atomic<std::uint64_t>(qc.list_back).load(gpualloc::detail::acquire);
+      const std::uint64_t old = device_atomic<std::uint64_t>(qc.list_old).load(gpualloc::detail::acquire);
+      const std::uint64_t d = h.load_desc(static_cast<std::uint32_t>(back));
+      if (device_atomic<std::uint64_t>(qc.list_back).load(gpualloc::detail::acquire) != back) continue;
+      if (static_cast<std::int32_t>(static_cast<std::uint32_t>(back >> 32) - static_cast<std::uint32_t>(old >> 32)) < 0)
+        old_past_back.fetch_add(1);
+      if (ouro::descriptor::kind(d) != ouro::descriptor::queue || ouro::descriptor::payload(d) != (back >> 32))
+        stale_back.fetch_add(1);
+    }
+  });
+  std::uint64_t last = 0;
+  for (int tick = 0; tick < 20; ++tick) {  // 2 s
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const std::uint64_t now = moves.load();
+    if (now == last && tick > 0) {
+      FAIL("list queues: stuck after %" PRIu64 " moves (a put waits on a chunk that is gone)", now);
+      std::fflush(stdout);
+      std::_Exit(1);  // the stuck threads never return
+    }
+    last = now;
+  }
+  stop = true;
+  for (auto& t : ts) t.join();
+  monitor.join();
+  if (lost || twice) FAIL("list queues: %d entries out of range, %d held twice", lost.load(), twice.load());
+  if (stale_back || old_past_back)
+    FAIL("list queues: the back named a recycled chunk %d times, the oldest chunk passed it %d times (Q2)",
+         stale_back.load(), old_past_back.load());
+  std::printf("  list queues: %u shallow queues, %" PRIu64 " takes and puts\n", queues, moves.load());
+}
+
 void test_layouts() {
   using namespace gpualloc::strategies;
   int plans = 0;
@@ -307,6 +394,7 @@ int main(int argc, char** argv) {
   test_semaphore(12);
   test_index_slots();
   test_bit_field();
+  test_list_queues();
   test_layouts();
   test_sizes();
   std::printf("%s\n", failures.load() == 0 ? "ok" : "FAILED");

@@ -27,9 +27,19 @@
 //
 // Invariants
 //  Q1 Every position is put once and taken once; a take waits for its put.
-//  Q2 A queue chunk is recycled only after all its spots takes completed, so
-//     a thread holding a position (not yet put or taken) always finds that
-//     position's chunk alive: slot accesses never touch a recycled chunk.
+//  Q2 A queue chunk is recycled only after the front and the back (VL) have
+//     both moved more than `lag` chunks past it (VA: after all its spots
+//     takes completed). So every put and take on it, its count updates and
+//     the pointer moves that read its link have happened: a thread holding
+//     a position (not yet put or taken) always finds that position's chunk
+//     alive, and no list pointer ever names a recycled chunk. (Recycling
+//     when the front alone had passed let a put that was slow between its
+//     slot write and its count update, or its move of the back, meet the
+//     chunk reused: the back moved along the new chunk's unset link, and
+//     ouroboros-c-vl, whose queues hold a few dozen entries, read a
+//     descriptor 32 GiB past the arena. A CPU probe of the list queue with
+//     two shallow queues sharing the pool saw the back name a recycled
+//     chunk in every run, and never with both pointers checked.)
 //  Q3 Only metadata is read on the way to a chunk: the pointer ring (VA), the
 //     descriptors and the links (VL), all outside the chunks. A VL traversal
 //     that started from a stale pointer may read a link of a chunk recycled
@@ -308,7 +318,10 @@ struct list_queue {
     detail::index_slot<Entry>::put(queue_chunk::slot<Entry>(h, x, pos), e);
     const std::uint64_t n =
         detail::device_atomic<std::uint64_t>(counts(h, x)).fetch_add(one_put, cuda::memory_order_seq_cst);
-    if ((n >> 32) + 1 == spots<Entry>) advance<Entry>(h, q.list_back, x, k, one_put);
+    if ((n >> 32) + 1 == spots<Entry>) {
+      advance<Entry>(h, q.list_back, x, k, one_put);
+      recycle_old(h, q);  // the back may have been what held recycling up (Q2)
+    }
   }
 
   template <class Entry>
@@ -411,13 +424,18 @@ struct list_queue {
     }
   }
 
-  // Recycles chunks from the oldest on while the front is more than `lag` chunks ahead.
+  // Recycles chunks from the oldest on while the front and the back are both
+  // more than `lag` chunks ahead (Q2; the back may be behind the oldest).
   GPUALLOC_HD __attribute__((noinline)) static void recycle_old(heap h, queue_control& q) {
     detail::device_atomic<std::uint64_t> old(q.list_old);
     for (;;) {
       std::uint64_t o = old.load(detail::acquire);
       const std::uint64_t f = detail::device_atomic<std::uint64_t>(q.list_front).load(detail::acquire);
-      if (static_cast<std::uint32_t>((f >> 32) - (o >> 32)) <= lag) return;
+      const std::uint64_t b = detail::device_atomic<std::uint64_t>(q.list_back).load(detail::acquire);
+      const auto ahead = [o](std::uint64_t p) {  // ordinals are 32 bits and wrap
+        return static_cast<std::int32_t>(static_cast<std::uint32_t>(p >> 32) - static_cast<std::uint32_t>(o >> 32));
+      };
+      if (ahead(f) <= static_cast<std::int32_t>(lag) || ahead(b) <= static_cast<std::int32_t>(lag)) return;
       const auto x = static_cast<std::uint32_t>(o);
       const std::uint32_t nx = detail::device_atomic<std::uint32_t>(next(h, x)).load(detail::acquire);
       if (old.compare_exchange_strong(o, pointer((o >> 32) + 1, nx), detail::acq_rel, detail::relaxed))
