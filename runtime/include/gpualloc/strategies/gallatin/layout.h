@@ -54,8 +54,10 @@ inline constexpr std::uint32_t max_trees = max_segment_log2 - min_segment_log2 +
 // Per segment: its format, free-block count and ring positions (segments.h),
 // on a line of its own (block takers hammer it).
 struct segment_header {
-  std::uint32_t format;      // [generation:24 | block log2:8 (0: not formatted)]
-  std::int32_t free_blocks;  // in the ring and not claimed by a taker; `unformatted` when not formatted
+  // [free:32 (signed) | format:32]: free, the blocks in the ring and not
+  // claimed by a taker (`unformatted` when not formatted); format,
+  // [generation:24 | block log2:8 (0: not formatted)] (segments.h S2, S4)
+  std::uint64_t state;
   std::uint32_t head;
   std::uint32_t tail;
   std::uint8_t padding[48];

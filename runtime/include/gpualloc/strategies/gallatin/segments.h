@@ -8,9 +8,13 @@
 //   kind    what its memory is: free, blocks of 2^j bytes, or the first of a
 //           run of `count` segments handed out whole. Written before the
 //           memory is handed out; free() reads it (relaxed) to find a block.
-//   format  [generation:24 | j:8 (0: not formatted)]; a new format, a new generation
-//   free    the count of free blocks nobody has claimed (signed; `unformatted`,
-//           far below zero, while the segment is not formatted)
+//   state   one 64-bit word [free:32 | format:32], so that every count
+//           operation also says which format it counted in:
+//           format  [generation:24 | j:8 (0: not formatted)]; a new format,
+//                   a new generation
+//           free    the count of free blocks nobody has claimed (signed;
+//                   `unformatted`, far below zero, while the segment is not
+//                   formatted)
 //   ring    head, tail and one cell per block: a bounded queue of the free
 //           blocks' indices (Vyukov's: cell p mod n holds [sequence:20 |
 //           block:12], the sequence p+1 once position p was given back, p+n
@@ -19,15 +23,17 @@
 // Invariants
 //  S1 A segment is in exactly one place: set in the segment tree (free),
 //     formatted (format's j != 0), or handed out as part of a run.
-//  S2 A taker reads the format, decrements `free` (one fetch-sub: a burst of
-//     takers does not serialise as compare-and-swap retries would), and
-//     keeps its claim only if the count was positive and the format is
-//     still the one it read; otherwise it adds the 1 back. Such transient
-//     decrements never lose a block: every add-back is counted like a
-//     give-back (S3, S4). A claim then takes a ring position. A block goes
-//     back by ring first, count second. A segment is formatted by adding
-//     n-1 to `unformatted` (never by storing), so the late decrements and
-//     add-backs of takers that read an older format cancel out.
+//  S2 A taker reads the format, decrements `free` (one fetch-sub on the
+//     state: a burst of takers does not serialise as compare-and-swap
+//     retries would), and keeps its claim only if the state it decremented
+//     had a positive count and the format it read; otherwise it adds the 1
+//     back. Such transient decrements never lose a block: every add-back is
+//     counted like a give-back (S3, S4), in the format its own add saw. A
+//     claim then takes a ring position. A block goes back by ring first,
+//     count second. A segment is formatted by one add to the state (n-1 to
+//     `unformatted`, the new format for the old: never by storing), so the
+//     late decrements and add-backs of takers that read an older format
+//     cancel out.
 //  S3 A segment leaves its block tree's set only while it has no free
 //     blocks or is no longer formatted for it: whoever moves `free` from
 //     above 0 to 0 clears the bit and rereads the count (sync_tree_bit);
@@ -35,18 +41,24 @@
 //     free blocks is lost to its tree. Stale set bits are harmless: a taker
 //     fails on them and clears them.
 //  S4 Whoever moves `free` to n (all blocks home) reclaims the segment with
-//     one compare-and-swap from n to `unformatted`: no take can then
-//     succeed, and no block of it is out, so the ring is quiet when the
-//     segment goes back to the segment tree and is formatted again.
+//     one compare-and-swap of the state from (that format, n) to
+//     (`unformatted`, j 0): no take can then succeed, and no block of it is
+//     out, so the ring is quiet when the segment goes back to the segment
+//     tree and is formatted again. The format in the compared state makes a
+//     late reclaimer fail once the segment has been formatted anew. (With
+//     the count alone, a thread that had moved an old format's count to n
+//     and was slow to reclaim could reclaim a newer format whose count was
+//     n by chance, with blocks of it out: their givers then waited on a
+//     ring that was not theirs, and pages were handed out twice, seen as a
+//     hang of the ThreadSanitizer test and reproduced with delays.)
 //  S5 At most one thread formats a segment for tree j at a time (the tree's
 //     format flag), so a burst of requests for one size formats one segment,
 //     not one each; the others wait (with back-off) and take blocks from it.
 //     A segment of a single block skips the flag: its formatter takes it.
 //
-// Memory ordering: `free`'s read-modify-writes are acq_rel, the format word
-// is stored with release before the formatter's add to `free`: a taker is
-// ordered after the formatter (ring cells, kind, format) and after the
-// thread that gave its block back. Ring cells: acquire loads, release
+// Memory ordering: the state's read-modify-writes are acq_rel, the
+// formatter's add included: a taker is ordered after the formatter (ring
+// cells, kind, format) and after the thread that gave its block back. Ring cells: acquire loads, release
 // stores (the block index and everything its last owner did pass with
 // them). Trees: bit_tree.h.
 #pragma once
@@ -122,7 +134,7 @@ class segment_table {
     while (cell.load(detail::acquire) >> 12 != (pos & sequence_mask))
       wait.pause();  // the taker of pos - n is still reading it
     cell.store((pos + 1) << 12 | index, detail::release);
-    counted_in(seg, j, free_blocks(seg).fetch_add(1, detail::acq_rel));
+    counted_in(seg, state(seg).fetch_add(one_free, detail::acq_rel));
   }
 
   // The highest run of `count` free segments, handed out whole; returns its
@@ -146,8 +158,7 @@ class segment_table {
   GPUALLOC_HD void init(std::uint64_t t, std::uint64_t threads) const {
     for (std::uint64_t seg = t; seg < L_.segments; seg += threads) {
       kinds()[seg] = kind_free;
-      header(seg).format = 0;
-      header(seg).free_blocks = unformatted;
+      header(seg).state = unformatted_state;
       header(seg).head = 0;
       header(seg).tail = 0;
     }
@@ -160,13 +171,15 @@ class segment_table {
  private:
   static constexpr std::uint32_t sequence_mask = (1u << 20) - 1;  // of a ring cell's sequence
   static constexpr std::int32_t unformatted = -(1 << 30);
+  static constexpr std::uint64_t one_free = std::uint64_t{1} << 32;  // one block in the state's count
+  static constexpr std::uint64_t unformatted_state = std::uint64_t{static_cast<std::uint32_t>(unformatted)} << 32;
 
-  GPUALLOC_HD detail::device_atomic<std::uint32_t> format_word(std::uint32_t seg) const {
-    return detail::device_atomic<std::uint32_t>(header(seg).format);
+  GPUALLOC_HD detail::device_atomic<std::uint64_t> state(std::uint32_t seg) const {
+    return detail::device_atomic<std::uint64_t>(header(seg).state);
   }
-  GPUALLOC_HD detail::device_atomic<std::int32_t> free_blocks(std::uint32_t seg) const {
-    return detail::device_atomic<std::int32_t>(header(seg).free_blocks);
-  }
+  GPUALLOC_HD static std::int32_t free_of(std::uint64_t state) { return static_cast<std::int32_t>(state >> 32); }
+  GPUALLOC_HD static std::uint32_t format_of(std::uint64_t state) { return static_cast<std::uint32_t>(state); }
+  GPUALLOC_HD static std::uint32_t j_of(std::uint64_t state) { return format_of(state) & 0xffu; }
 
   GPUALLOC_HD std::uint32_t* kinds() const { return reinterpret_cast<std::uint32_t*>(arena_ + L_.kinds_offset); }
   GPUALLOC_HD segment_header& header(std::uint32_t seg) const {
@@ -207,9 +220,13 @@ class segment_table {
     segment_header& h = header(seg);
     detail::device_atomic<std::uint32_t>(h.head).store(1, detail::relaxed);
     detail::device_atomic<std::uint32_t>(h.tail).store(n, detail::relaxed);
-    const std::uint32_t old = format_word(seg).load(detail::relaxed);
-    format_word(seg).store(((old >> 8) + 1) << 8 | j, detail::release);
-    free_blocks(seg).fetch_add(static_cast<std::int32_t>(n - 1) - unformatted, detail::acq_rel);
+    // Only this thread changes the format now (S1): its old value is stable,
+    // and the add below leaves exactly the new one, whatever late count
+    // changes the state holds (modulo 2^64).
+    const std::uint32_t old = format_of(state(seg).load(detail::relaxed));
+    const std::uint32_t now = ((old >> 8) + 1) << 8 | j;
+    const std::uint64_t count = static_cast<std::uint32_t>(static_cast<std::int32_t>(n - 1) - unformatted);
+    state(seg).fetch_add((count << 32) + now - old, detail::acq_rel);
     if (n > 1) tree(j).insert(seg);
     return 0;
   }
@@ -217,15 +234,14 @@ class segment_table {
   // Takes a free block from `seg` if it is formatted for j and has one (S2);
   // returns its index or no_block.
   GPUALLOC_HD std::uint32_t take(std::uint32_t seg, std::uint32_t j) const {
-    const std::uint32_t seen = format_word(seg).load(detail::acquire);
+    const std::uint32_t seen = format_of(state(seg).load(detail::acquire));
     if ((seen & 0xffu) != j) return no_block;
-    const std::int32_t before = free_blocks(seg).fetch_sub(1, detail::acq_rel);
-    if (before <= 0 || format_word(seg).load(detail::acquire) != seen) {  // none left, or formatted anew meanwhile
-      const std::int32_t undone = free_blocks(seg).fetch_add(1, detail::acq_rel);
-      counted_in(seg, format_word(seg).load(detail::acquire) & 0xffu, undone);
+    const std::uint64_t before = state(seg).fetch_sub(one_free, detail::acq_rel);
+    if (free_of(before) <= 0 || format_of(before) != seen) {  // none left, or formatted anew meanwhile
+      counted_in(seg, state(seg).fetch_add(one_free, detail::acq_rel));
       return no_block;
     }
-    if (before == 1) sync_tree_bit(seg, j);  // we took the last one
+    if (free_of(before) == 1) sync_tree_bit(seg, j);  // we took the last one
     segment_header& h = header(seg);
     const std::uint32_t n = 1u << (L_.segment_log2 - j);
     const std::uint32_t pos = detail::device_atomic<std::uint32_t>(h.head).fetch_add(1, detail::relaxed);
@@ -242,26 +258,29 @@ class segment_table {
   // segment has free blocks of size 2^j.
   GPUALLOC_HD void sync_tree_bit(std::uint32_t seg, std::uint32_t j) const {
     tree(j).remove(seg);
-    if ((format_word(seg).load(detail::acquire) & 0xffu) == j && free_blocks(seg).load(detail::acquire) > 0)
-      tree(j).insert(seg);
+    const std::uint64_t now = state(seg).load(detail::acquire);
+    if (j_of(now) == j && free_of(now) > 0) tree(j).insert(seg);
   }
 
-  // A block counted back into segment `seg` (formatted for j; 0: not
-  // formatted any more), moving `free` from `before`: S3 and S4.
-  GPUALLOC_HD void counted_in(std::uint32_t seg, std::uint32_t j, std::int32_t before) const {
+  // A block counted back into segment `seg`: `before` is the state that
+  // this thread's add changed, so its format is the one the block was
+  // counted in (j 0: not formatted any more). S3 and S4.
+  GPUALLOC_HD void counted_in(std::uint32_t seg, std::uint64_t before) const {
+    const std::uint32_t j = j_of(before);
     if (j == 0) return;
     const auto n = static_cast<std::int32_t>(1u << (L_.segment_log2 - j));
-    if (before + 1 == n) {
-      std::int32_t all = n;
-      if (free_blocks(seg).compare_exchange_strong(all, unformatted, detail::acq_rel, detail::relaxed)) {
+    const std::int32_t free = free_of(before);
+    if (free + 1 == n) {
+      std::uint64_t all = before + one_free;  // this format, every block home
+      const std::uint64_t reclaimed = unformatted_state | (format_of(before) & ~0xffu);
+      if (state(seg).compare_exchange_strong(all, reclaimed, detail::acq_rel, detail::relaxed)) {
         tree(j).remove(seg);
-        format_word(seg).store(format_word(seg).load(detail::relaxed) & ~0xffu, detail::release);
         detail::device_atomic<std::uint32_t>(kinds()[seg]).store(kind_free, detail::relaxed);
         segment_tree().insert(seg);
         return;
       }
     }
-    if (before <= 0 && before + 1 > 0) tree(j).insert(seg);
+    if (free <= 0 && free + 1 > 0) tree(j).insert(seg);
   }
 
   const layout& L_;
