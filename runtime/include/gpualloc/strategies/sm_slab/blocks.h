@@ -177,9 +177,8 @@ class blocks {
   // words that blocks of other sizes had left without a free aligned one:
   // after rounds of 16 B .. 4 KiB in one process, 2^20 requests of 8 KiB
   // took 5x as long as on a fresh heap (H100). A single segment fits any
-  // free bit, so its search never walks far; moving its start up the heap
-  // made the churn benchmark's 16 B blocks run out from 50% live (round
-  // 22), where from the SM's start they held 80%.
+  // free bit, so its search never walks far and keeps the SM's start
+  // (whether a hint would change it was not measured on its own).
   GPUALLOC_HD detail::device_atomic<std::uint32_t> hint(std::uint32_t k) const {
     return detail::device_atomic<std::uint32_t>(
         reinterpret_cast<std::uint32_t*>(arena_ + L_.hints_offset)[(detail::sm_id() % 64) * (max_span_log2 + 1) + k]);

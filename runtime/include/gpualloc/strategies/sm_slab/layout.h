@@ -41,10 +41,10 @@
 //    memory: SMs that share a slot queue on its refills (the refills a slot
 //    serialises are the bytes its class hands out over the bytes its slots
 //    hold), while a current block holds memory only its class can use.
-//    With half the arena (H100, 16 GiB), 2^20 requests of 1, 4, 8 KiB took
-//    4.8x, 16x, 33x the bump pointer's time instead of 21x, 45x, 98x, but a
-//    4 GiB heap ran dry with 8 KiB requests at 72.5% (conformance.cu
-//    promises 85%);
+//    With half the arena (H100, 16 GiB, before the search hints), 2^20
+//    requests of 1, 4, 8 KiB took 4.8x, 16x, 33x the time of `atomic`
+//    where an eighth took 6.3x, 25x, 96x, but a 4 GiB heap ran dry with
+//    8 KiB requests at 72.5% (conformance.cu promises 85%);
 //  - queues: per class, a ring of segment indices with room for all
 //    segments (a queue that is full takes no more: blocks.h Q1).
 #pragma once
