@@ -17,6 +17,12 @@
 //  spans         threads claim aligned runs of 1 .. 64 segments from a
 //                bit tree (bit_tree.h claim_aligned_from) and give them
 //                back: aligned, never two owners, the tree whole at the end
+//  idle blocks   threads use every class but 8 KiB and free it all, then
+//                fill the heap with 8 KiB objects: the other classes' idle
+//                current blocks come back (sm_slab.h P6), so the fill misses
+//                less than a quarter of their bytes; objects disjoint; all
+//                freed, the tree and the slots hold every segment; twice on
+//                a 16 and a 64 MiB heap
 //  report        (--report) span, objects per block and slots per class on a
 //                16 GiB and a 64 MiB heap planned for 132 SMs; utilisation
 //                fresh and under churn (utilisation.h)
@@ -24,6 +30,7 @@
 //                phase on CPU threads (utilisation.h)
 //
 // Usage: gpualloc-sm-slab-parts [--report] [--turnovers N] [--churn-band T [--promise P]...]
+#include <algorithm>
 #include <cinttypes>
 #include <cstdint>
 #include <atomic>
@@ -160,6 +167,117 @@ void test_block_life(std::uint64_t heap_bytes, std::uint64_t bytes) {
               "pass of exactly those, released\n", bytes, span, K);
 }
 
+// Segments the slot pairs of classes other than `skip` hold in `current`
+// (`next` too if with_next); read while no thread runs.
+std::uint64_t held_by_slots(const layout& L, std::byte* arena, std::uint32_t skip, bool with_next) {
+  const auto* pairs = reinterpret_cast<const slot_pair*>(arena + L.slots_offset);
+  const auto span = [&](std::uint64_t w, std::uint32_t c) -> std::uint64_t {
+    const auto ref = static_cast<std::uint32_t>(w);
+    return ref == 0 || ref == ~0u ? 0 : std::uint64_t{1} << L.cls[c].span_log2;
+  };
+  std::uint64_t segments = 0;
+  for (std::uint32_t c = 0; c < L.classes; ++c)
+    for (std::uint32_t i = L.cls[c].first_slot; c != skip && i <= L.cls[c].first_slot + L.cls[c].slot_mask; ++i)
+      segments += span(pairs[i].current, c) + (with_next ? span(pairs[i].next, c) : 0);
+  return segments;
+}
+
+// Whether blocks of (address, bytes) overlap or leave the data; sorts them.
+bool overlap(std::vector<std::pair<std::uintptr_t, std::uint64_t>>& got, const layout& L, std::byte* arena) {
+  std::sort(got.begin(), got.end());
+  const auto data = reinterpret_cast<std::uintptr_t>(arena + L.data_offset);
+  const std::uintptr_t end = data + (std::uint64_t{L.segments} << L.segment_log2);
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (got[i].first < data || got[i].first + got[i].second > end ||
+        (i > 0 && got[i - 1].first + got[i - 1].second > got[i].first))
+      return true;
+  return false;
+}
+
+// sm_slab.h P6: `threads` threads allocate objects of every class but
+// 8 KiB (about 0.6 of a block per slot, so that passes cross K/2 and
+// prefetch), then free them all: the slots keep current (and next) blocks
+// with no live object, the rest of the heap is back in the tree. Then they
+// fill the heap with 8 KiB objects until each one's first NULL. Without P6
+// the other classes' current blocks stay out of reach, so the fill misses
+// what whole 8 KiB spans hold by at least their bytes; with it, the fill
+// must miss less than a quarter of them (it misses nothing), and those
+// slots are empty after. Everything handed out is disjoint; all freed, the
+// tree and the slots hold every segment. Twice on one heap: after P6 closed
+// its blocks, the heap works as before.
+void test_idle_blocks_return(std::uint64_t heap_bytes, int threads) {
+  constexpr std::uint64_t size = 8192;
+  utilisation::heap H(strategy_id::sm_slab, heap_bytes);
+  std::byte* const arena = H.get()->space.begin;
+  const layout& L = gpualloc::state_of<gpualloc::strategies::sm_slab::state>(H.get()).L;
+  const std::uint32_t fc = class_of(size);
+  const std::uint64_t usable = (L.segments >> L.cls[fc].span_log2) * L.objects(fc) * size;  // whole aligned spans
+  using blocks_t = std::vector<std::pair<std::uintptr_t, std::uint64_t>>;
+  const auto on_threads = [&](auto body) {
+    std::vector<blocks_t> got(threads);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) ts.emplace_back([&, t] { body(t, got[t]); });
+    for (auto& th : ts) th.join();
+    blocks_t all;
+    for (auto& g : got) all.insert(all.end(), g.begin(), g.end());
+    return all;
+  };
+  const auto free_all = [&](const blocks_t& all) {
+    on_threads([&](int t, blocks_t&) {
+      for (std::size_t i = t; i < all.size(); i += threads)
+        gpualloc::heap_free(H.get(), reinterpret_cast<void*>(all[i].first));
+    });
+  };
+  for (int round = 0; round < 2; ++round) {
+    blocks_t used = on_threads([&](int t, blocks_t& got) {
+      std::vector<std::uint32_t> left(L.classes);
+      for (std::uint32_t c = 0; c < L.classes; ++c)
+        left[c] = c == fc ? 0 : (L.objects(c) * 6 / 10 * (L.cls[c].slot_mask + 1) + threads - 1) / threads;
+      for (bool any = true; any;) {  // one object of each class in turn
+        any = false;
+        for (std::uint32_t c = 0; c < L.classes; ++c) {
+          if (left[c] == 0) continue;
+          --left[c];
+          any = true;
+          const std::uint64_t bytes = object_bytes(L, c) - (t % 2) * 8;  // round up into c too
+          if (void* p = gpualloc::heap_malloc(H.get(), bytes))
+            got.emplace_back(reinterpret_cast<std::uintptr_t>(p), bytes);
+        }
+      }
+    });
+    CHECK(!overlap(used, L, arena), "idle blocks: objects of many classes overlap (round %d)", round);
+    free_all(used);
+    const std::uint64_t pinned = held_by_slots(L, arena, fc, false) << L.segment_log2;
+    const std::uint64_t in_next = (held_by_slots(L, arena, fc, true) << L.segment_log2) - pinned;
+    CHECK(pinned >= (L.classes - 1ull) * L.segment_bytes(), "idle blocks: only %" PRIu64 " KiB in current blocks",
+          pinned >> 10);
+    blocks_t filled = on_threads([&](int, blocks_t& got) {
+      while (void* p = gpualloc::heap_malloc(H.get(), size))
+        got.emplace_back(reinterpret_cast<std::uintptr_t>(p), size);
+    });
+    CHECK(!overlap(filled, L, arena), "idle blocks: 8 KiB objects overlap (round %d)", round);
+    const std::uint64_t handed = filled.size() * size;
+    CHECK(handed + pinned / 4 >= usable,
+          "idle blocks: the fill got %" PRIu64 " KiB of %" PRIu64 " KiB, %" PRIu64 " KiB in idle current blocks "
+          "(round %d)", handed >> 10, usable >> 10, pinned >> 10, round);
+    const std::uint64_t still = held_by_slots(L, arena, fc, false) << L.segment_log2;
+    CHECK(still == 0, "idle blocks: other classes' slots still hold %" PRIu64 " KiB after the fill (round %d)",
+          still >> 10, round);
+    std::printf("idle blocks: %d threads on a %" PRIu64 " MiB heap, round %d: current blocks of %u classes held "
+                "%" PRIu64 " KiB (%.1f%%), next blocks %" PRIu64 " KiB; then 8 KiB objects: %.1f%% of the arena "
+                "(%" PRIu64 " of %" PRIu64 " KiB a span-aligned fill can get), %" PRIu64 " KiB left in slots\n",
+                threads, heap_bytes >> 20, round, L.classes - 1, pinned >> 10, 100.0 * pinned / H.arena(),
+                in_next >> 10, 100.0 * handed / H.arena(), handed >> 10, usable >> 10, still >> 10);
+    free_all(filled);
+    const gpualloc::detail::bit_tree tree(reinterpret_cast<std::uint64_t*>(arena + L.tree_offset), L.tree);
+    std::uint64_t in_tree = 0;
+    for (std::uint32_t i = tree.next(0); i != gpualloc::detail::bit_tree::none; i = tree.next(i + 1)) ++in_tree;
+    const std::uint64_t slotted = held_by_slots(L, arena, L.classes, true);
+    CHECK(in_tree + slotted == L.segments, "idle blocks: all freed, the tree has %" PRIu64 " segments and the slots "
+          "%" PRIu64 " of %u (round %d)", in_tree, slotted, L.segments, round);
+  }
+}
+
 // Threads claim aligned runs of 2^k (k = 0 .. 6) from SM-like starts and
 // give them back (blocks.h get and release): aligned, one owner each.
 void test_span_claims() {
@@ -233,6 +351,8 @@ int main(int argc, char** argv) {
   test_block_life(16u << 20, 48);
   test_block_life(std::uint64_t{256} << 20, 4096);
   test_span_claims();
+  test_idle_blocks_return(16u << 20, 8);
+  test_idle_blocks_return(64u << 20, 8);
   if (o.report) {
     print_plan(std::uint64_t{16} << 30, 132);
     print_plan(std::uint64_t{64} << 20, 132);

@@ -74,8 +74,10 @@
 // claimer sees both. Bits: fetch-or release (the freer's writes go with the object),
 // fetch-and acquire. `holds`: every read-modify-write acq_rel, so the
 // releaser is ordered after every free and settlement before it, and the
-// next formatter after the releaser (through the tree, bit_tree.h). Queue
-// entries: index_queue.h.
+// next formatter after the releaser (through the tree, bit_tree.h). (A free's
+// decrement relaxed, with the releaser waiting for every bit instead, made
+// frees slower, not faster: H100, 16 B 0.076 -> 0.14 ms.) Queue entries:
+// index_queue.h.
 #pragma once
 
 #include <cstdint>
@@ -158,6 +160,31 @@ class blocks {
   GPUALLOC_HD bool open(std::uint32_t seg, std::uint32_t c) const {
     const std::uint32_t cursor = detail::device_atomic<std::uint32_t>(record(seg).cursor).load(detail::relaxed);
     return cursor_class(cursor) == c && (cursor & position_mask) < L_.objects(c);
+  }
+
+  // The class of seg's pass (no_class for a segment never formatted).
+  GPUALLOC_HD std::uint32_t pass_class(std::uint32_t seg) const {
+    return cursor_class(detail::device_atomic<std::uint32_t>(record(seg).cursor).load(detail::relaxed));
+  }
+
+  // Whether every object of seg's pass of class c is free: its count is
+  // only the positions nobody was handed yet. A hint (claims race with it).
+  GPUALLOC_HD bool idle(std::uint32_t seg, std::uint32_t c) const {
+    const std::uint32_t cursor = detail::device_atomic<std::uint32_t>(record(seg).cursor).load(detail::relaxed);
+    const std::uint32_t position = cursor & position_mask, K = L_.objects(c);
+    if (cursor_class(cursor) != c) return false;
+    return (holds(seg).load(detail::relaxed) & count_mask) == (position < K ? K - position : 0);
+  }
+
+  // Ends seg's running pass of class c before it reached K (its slot lets
+  // it go: sm_slab.h P6): the cursor moves past K, so later claims find it
+  // exhausted, and the positions nobody was handed are settled here. The
+  // caller holds the slot, so the pass is c's and the block stays held.
+  GPUALLOC_HD void close(std::uint32_t seg, std::uint32_t c) const {
+    const std::uint32_t K = L_.objects(c);
+    const std::uint32_t first =
+        detail::device_atomic<std::uint32_t>(record(seg).cursor).fetch_add(K, detail::acq_rel) & position_mask;
+    if (first < K) settle_missed(seg, K - first);
   }
 
   // Objects whose bits lanes of one group set again in word w of seg's

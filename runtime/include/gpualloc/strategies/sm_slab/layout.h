@@ -3,8 +3,8 @@
 // count), computed once on the host by the strategy's plan; the device only
 // reads it.
 //
-//   arena: [ segment records | bitmaps | slot pairs | queue ends, next-block count, search hints | queue rings |
-//            segment tree | data ]
+//   arena: [ segment records | bitmaps | slot pairs | queue ends, next-block count, sweeps, search hints |
+//            queue rings | segment tree | data ]
 //   data:  segment 0 | segment 1 | ...           (each 2^segment_log2 bytes)
 //
 // Sizes:
@@ -35,16 +35,22 @@
 //    rounded up to a power of two; SMs share a slot modulo the count) up to
 //    8 KiB, half as many per doubling above; halved further, the class whose
 //    slots buffer the most bytes first, until the blocks the slots can hold
-//    (two spans per slot, counting at most one slot per SM) stay within an
-//    eighth of the arena (at least one slot per class; SMs share the slots
-//    of a class with fewer slots than SMs). The share trades speed for
+//    (two spans per slot, counting at most one slot per SM) stay within
+//    half the arena (slot_share; at least one slot per class; SMs share the
+//    slots of a class with fewer slots than SMs). The share trades speed for
 //    memory: SMs that share a slot queue on its refills (the refills a slot
 //    serialises are the bytes its class hands out over the bytes its slots
-//    hold), while a current block holds memory only its class can use.
-//    With half the arena (H100, 16 GiB, before the search hints), 2^20
-//    requests of 1, 4, 8 KiB took 4.8x, 16x, 33x the time of `atomic`
-//    where an eighth took 6.3x, 25x, 96x, but a 4 GiB heap ran dry with
-//    8 KiB requests at 72.5% (conformance.cu promises 85%);
+//    hold), while a current block holds memory only its class can use until
+//    a class that runs the heap dry takes back the idle ones (sm_slab.h P6).
+//    2^20 requests of 1, 4, 8 KiB (H100, 16 GiB, one run) took 6.7x, 26x,
+//    95x the time of `atomic` with an eighth of the arena, 5.5x, 22x, 44x
+//    with a quarter, 5.5x, 19x, 37x with half, 5.5x, 18x, 35x with all of
+//    it. Before P6 an eighth was the most a 4 GiB heap could spare (with
+//    half, 8 KiB requests ran it dry at 72.5%; conformance.cu promises 85%);
+//    with P6 half hands out 98.5% there, and so does all, but then its churn
+//    phase saw NULLs for 16 KiB blocks (spans of a whole tree word) with a
+//    quarter of the heap live: the other classes' current blocks leave too
+//    few whole words;
 //  - queues: per class, a ring of segment indices with room for all
 //    segments (a queue that is full takes no more: blocks.h Q1).
 #pragma once
@@ -66,7 +72,7 @@ inline constexpr std::uint32_t usual_segment_log2 = 15;  // 32 KiB: four 8 KiB o
 inline constexpr std::uint32_t max_segment_log2 = 20;  // 1 MiB
 inline constexpr std::uint32_t span_objects = 512;     // objects a block should hold (spans)
 inline constexpr std::uint32_t max_span_log2 = 6;      // 64 segments: one word of the segment tree
-inline constexpr std::uint32_t slot_share = 8;         // the slots' blocks hold at most arena / slot_share
+inline constexpr std::uint32_t slot_share = 2;         // the slots' blocks hold at most arena / slot_share
 
 // Classes with objects up to half a segment of 2^S bytes.
 GPUALLOC_INLINE constexpr std::uint32_t classes_for(std::uint32_t S) { return 4 * S - 24; }
@@ -120,6 +126,7 @@ struct layout {
   std::uint64_t slots_offset;    // slot_pair per slot
   std::uint64_t ends_offset;     // queue_bytes() per class: detail::queue_ends, entries, room
   std::uint64_t next_blocks_offset;  // detail::fill_count: blocks in slot pairs' `next` (sm_slab.h P4)
+  std::uint64_t sweeps_offset;   // u32: sweeps for idle blocks begun and ended (sm_slab.h P6)
   std::uint64_t hints_offset;    // hint_count u32: where an SM's search for a span starts (blocks.h hint)
   std::uint64_t rings_offset;    // queue_mask + 1 u32 per class
   std::uint64_t tree_offset;     // the segment tree
@@ -204,7 +211,8 @@ struct layout {
       L.slots_offset = round_up(L.bitmaps_offset + g * bitmap_bytes, 128);
       L.ends_offset = round_up(L.slots_offset + L.slot_count * sizeof(slot_pair), 128);
       L.next_blocks_offset = L.ends_offset + L.classes * queue_bytes();
-      L.hints_offset = L.next_blocks_offset + sizeof(detail::fill_count);
+      L.sweeps_offset = L.next_blocks_offset + sizeof(detail::fill_count);
+      L.hints_offset = L.sweeps_offset + sizeof(std::uint64_t);
       L.rings_offset = round_up(L.hints_offset + hint_count * sizeof(std::uint32_t), 128);
       L.tree_offset = round_up(L.rings_offset + L.classes * (L.queue_mask + 1) * sizeof(std::uint32_t), 128);
       L.data_offset = round_up(L.tree_offset + L.tree.words * sizeof(std::uint64_t), 4096);

@@ -48,17 +48,17 @@
 //     its caller found exhausted: `next`'s block, else a queued or fresh
 //     one (blocks.h get), becomes current, and the old block is retired.
 //     With no block left, current becomes empty (the exhausted block is
-//     retired: later requests stop adding to its cursor) and malloc tries
-//     the other slots of its class, then says NULL.
+//     retired: later requests stop adding to its cursor) and malloc sweeps
+//     (P6), then tries the other slots of its class, then says NULL.
 //  P3 A prefetch takes the lock only from an empty `next`, so it never
 //     waits; one leader per block crosses K/2. The block it puts there is
 //     held but not started (blocks.h): no position of it is out.
 //  P4 A refill that finds no block (the tree and its class's queue empty)
 //     takes every pair's `next` block back (one compare-and-swap from the
 //     word it read to empty: the pair's lock is free and the block
-//     untouched) and retires it, then tries once more. So at most the
+//     untouched) and retires it, then tries once more. Then only the
 //     current blocks of other classes stand between a request and the
-//     whole heap. A count of the blocks in `next` words (raised after a
+//     whole heap (P6). A count of the blocks in `next` words (raised after a
 //     prefetch stores one, lowered when a refill or this takes one) lets
 //     a refill skip the walk over every pair when there are none: on a
 //     heap that has run dry, every failing refill walked all the pairs
@@ -70,6 +70,23 @@
 //     (a fetch-or and a subtraction, on such blocks only). The width comes
 //     from the block's free share when its pass starts: 0 from 3/4 free
 //     (fresh blocks), 1 from 3/8, else 2.
+//  P6 A lane alone whose refill found no block, and a run that found no
+//     room, sweep once before they give up: every slot pair's `next` block
+//     goes back (as in P4), and so does the current block of every other
+//     class that holds no live object (blocks.h idle), each under its
+//     pair's lock (taken only while free: a held pair is in use): its pass
+//     ends (blocks.h close), current becomes empty and marked closed, the
+//     block is retired and its span goes back to the tree. So a class that
+//     runs the heap dry gets back what other classes' idle blocks held, and
+//     the slots may buffer more than the heap could spare at once (layout.h
+//     slot_share). A closed current word, unlike the empty one a refill
+//     that found nothing leaves, makes requests refill instead of giving
+//     up. One sweep at a time walks every pair, outside any pair's lock;
+//     whoever fails meanwhile waits for its end (bounded) and looks again.
+//     In refill, under a pair's lock, the sweep raised the registers of
+//     every kernel that allocates from 112 to 136 (ptxas, the benchmark's
+//     kernel joined at load): half the warps per SM, 16 B requests 1.7x
+//     slower (H100).
 //
 // Warp rules: group operations (partition, broadcast, exclusive_sum, sync)
 // happen before any lane returns or loops; the leader's retries (refill,
@@ -119,7 +136,10 @@ struct sm_slab {
     sm_slab_parts::blocks(L, a.begin).init(thread, threads);
     auto* pairs = reinterpret_cast<sm_slab_parts::slot_pair*>(a.begin + L.slots_offset);
     for (std::uint64_t i = thread; i < L.slot_count; i += threads) pairs[i] = {0, 0};
-    if (thread == 0) next_blocks(L, a.begin).value = 0;
+    if (thread == 0) {
+      next_blocks(L, a.begin).value = 0;
+      *reinterpret_cast<std::uint32_t*>(a.begin + L.sweeps_offset) = 0;
+    }
   }
 
   GPUALLOC_HD static void* malloc(state& s, const arena& a, std::uint64_t bytes, const detail::lane_group& group) {
@@ -189,6 +209,13 @@ struct sm_slab {
     return ((old >> sequence_shift) + 1) << sequence_shift | busy;
   }
   GPUALLOC_HD static std::uint32_t width_of(std::uint64_t w) { return static_cast<std::uint32_t>(w >> 32) & 3; }
+  // An empty current word that P6 left (width 3): unlike the empty word a
+  // refill that found nothing leaves, it says nothing about the heap, so a
+  // request that finds it refills instead of giving up.
+  static constexpr std::uint32_t closed_width = 3;
+  GPUALLOC_HD static bool closed(std::uint64_t w) {
+    return segment_of(w) == sm_slab_parts::no_segment && width_of(w) == closed_width;
+  }
   // P5: the width for a block with `live` of its K objects live at its start.
   GPUALLOC_HD static std::uint32_t width_for(std::uint32_t live, std::uint32_t K) {
     const std::uint64_t free = live < K ? K - live : 0;
@@ -252,7 +279,7 @@ struct sm_slab {
       }
       const std::uint64_t now = word(P.current).load(detail::relaxed);
       std::uint32_t spare = segment_of(nxt);  // what `next` holds when the lock goes
-      bool installed = segment_of(now) != no_segment;
+      bool installed = segment_of(now) != no_segment || closed(now);
       if (now == seen) {
         std::uint32_t seg = spare;
         for (bool reclaimed = false; seg == no_segment; reclaimed = true) {  // one call site of get: registers
@@ -262,7 +289,7 @@ struct sm_slab {
         spare = no_segment;
         installed = seg != no_segment;
         const std::uint32_t width = installed ? width_for(B.start(seg, c), L.objects(c)) : 0;
-        if (installed || segment_of(seen) != no_segment) {
+        if (installed || segment_of(seen) != no_segment || closed(seen)) {
           word(P.current).store(slot_word(seen, seg, width), detail::release);
           if (segment_of(seen) != no_segment) B.retire(segment_of(seen));
         }
@@ -292,7 +319,7 @@ struct sm_slab {
     using namespace sm_slab_parts;
     const blocks B(L, arena);
     sm_slab_parts::slot_pair& P = pair(L, arena, c);
-    for (;;) {
+    for (bool swept = false;;) {
       const std::uint64_t seen = word(P.current).load(detail::relaxed);
       const std::uint32_t seg = segment_of(seen);
       if (seg != no_segment) {
@@ -300,8 +327,13 @@ struct sm_slab {
         if (r.exhausted) refill(L, arena, c, P, seen);
         if (r.got != 0) return B.object(seg, c, r.first);
         if (!r.exhausted) continue;
-        if (segment_of(word(P.current).load(detail::relaxed)) != no_segment) continue;
+        if (const std::uint64_t now = word(P.current).load(detail::relaxed); segment_of(now) != no_segment || closed(now))
+          continue;
       } else if (refill(L, arena, c, P, seen)) {
+        continue;
+      }
+      if (!swept && close_idle_blocks(L, arena, c)) {  // P6
+        swept = true;
         continue;
       }
       return take_anywhere(L, arena, c);
@@ -346,6 +378,54 @@ struct sm_slab {
     return any;
   }
 
+  // P6 for a request of class c (L.classes for a run): one thread sweeps
+  // at a time; one that finds a sweep running waits for its end (bounded)
+  // instead of starting another. True if this thread swept or saw a sweep
+  // end: its caller looks once more.
+  __attribute__((noinline)) GPUALLOC_HD static bool close_idle_blocks(const sm_slab_parts::layout& L,
+                                                                      std::byte* arena, std::uint32_t c) {
+    using namespace sm_slab_parts;
+    detail::device_atomic<std::uint32_t> sweeps(*reinterpret_cast<std::uint32_t*>(arena + L.sweeps_offset));
+    std::uint32_t seen = sweeps.load(detail::acquire);  // odd: a sweep is running
+    if (seen % 2 == 0 && sweeps.compare_exchange_strong(seen, seen + 1, detail::acq_rel, detail::acquire)) {
+      auto* pairs = reinterpret_cast<slot_pair*>(arena + L.slots_offset);
+      for (std::uint64_t i = 0; i < L.slot_count; ++i) let_go_idle(L, arena, pairs[i], c);
+      sweeps.store(seen + 2, detail::release);
+      return true;
+    }
+    if (seen % 2 == 0) return true;  // a whole sweep began and ended since the first load
+    detail::backoff wait;
+    for (std::uint32_t i = 0; i < max_sweep_waits && sweeps.load(detail::acquire) == seen; ++i) wait.pause();
+    return true;
+  }
+  static constexpr std::uint32_t max_sweep_waits = 1u << 14;  // ~16 ms at the longest pause
+
+  // One pair of a sweep (P6): its `next` block (as P4), and its current
+  // block if that is idle and not of class c (c's blocks serve its request
+  // anyway: take_anywhere), let go. Out of line, like the sweep: registers.
+  __attribute__((noinline)) GPUALLOC_HD static void let_go_idle(const sm_slab_parts::layout& L, std::byte* arena,
+                                                                sm_slab_parts::slot_pair& Q, std::uint32_t c) {
+    using namespace sm_slab_parts;
+    const blocks B(L, arena);
+    const std::uint64_t cur = word(Q.current).load(detail::relaxed);
+    const std::uint32_t seg = segment_of(cur), d = seg == no_segment ? c : B.pass_class(seg);
+    const bool idle = d != c && d < L.classes && B.idle(seg, d);
+    std::uint64_t nxt = word(Q.next).load(detail::relaxed);
+    do {  // the pair's lock (P1), unless someone holds it: then it is in use
+      if (static_cast<std::uint32_t>(nxt) == busy || (!idle && segment_of(nxt) == no_segment)) return;
+    } while (!word(Q.next).compare_exchange_weak(nxt, busy_word(nxt), detail::acquire, detail::relaxed));
+    if (idle && word(Q.current).load(detail::relaxed) == cur && B.idle(seg, d)) {
+      B.close(seg, d);
+      word(Q.current).store(slot_word(cur, no_segment, closed_width), detail::release);
+      B.retire(seg);
+    }
+    if (segment_of(nxt) != no_segment) {
+      next_blocks(L, arena).add(-1);
+      B.retire(segment_of(nxt));
+    }
+    word(Q.next).store(slot_word(busy_word(nxt), no_segment), detail::release);
+  }
+
   GPUALLOC_HD static detail::fill_count& next_blocks(const sm_slab_parts::layout& L, std::byte* arena) {
     return *reinterpret_cast<detail::fill_count*>(arena + L.next_blocks_offset);
   }
@@ -357,7 +437,9 @@ struct sm_slab {
     const std::uint64_t count = (bytes + L.segment_bytes() - 1) >> L.segment_log2;
     if (count > L.segments) return nullptr;
     const blocks B(L, arena);
-    const std::uint32_t first = B.claim_run(static_cast<std::uint32_t>(count));
+    std::uint32_t first = B.claim_run(static_cast<std::uint32_t>(count));
+    if (first == no_segment && close_idle_blocks(L, arena, L.classes))  // P6
+      first = B.claim_run(static_cast<std::uint32_t>(count));
     return first == no_segment ? nullptr : B.data() + (std::uint64_t{first} << L.segment_log2);
   }
 
