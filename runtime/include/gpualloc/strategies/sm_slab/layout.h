@@ -221,8 +221,9 @@ struct layout {
     return layout{};  // not even the tables fit: no segments, nothing to initialise
   }
 
-  // Search hints: one per SM (modulo 64) and span size (blocks.h hint).
-  static constexpr std::uint64_t hint_count = 64 * (max_span_log2 + 1);
+  // Search hints: one per SM (modulo hint_sms) and span size (blocks.h hint).
+  static constexpr std::uint64_t hint_sms = 256;
+  static constexpr std::uint64_t hint_count = hint_sms * (max_span_log2 + 1);
 
   // One class's queue: its ends, the entries in it and the room left (blocks.h).
   static constexpr std::uint64_t queue_bytes() {
