@@ -214,6 +214,8 @@ class blocks {
         arena_ + L_.hints_offset)[(detail::sm_id() % layout::hint_sms) * (max_span_log2 + 1) + k]);
   }
 
+  GPUALLOC_HD sweep_state& sweeps() const { return *reinterpret_cast<sweep_state*>(arena_ + L_.sweeps_offset); }
+
   // A block for a slot of class c: a queued one (Q1) or a fresh span (its
   // head), held by the slot, its pass not started (its cursor is past its
   // K, B2). no_segment when the class has none and the tree no free span.

@@ -97,6 +97,14 @@ struct segment_record {
 };
 static_assert(sizeof(segment_record) == 32);
 
+// P6's bookkeeping (sm_slab.h): its sweeps, and until when failing
+// requests skip them after one that let nothing go.
+struct sweep_state {
+  std::uint32_t sweeps;         // sweeps begun and ended: odd while one runs
+  std::uint32_t padding;
+  std::uint64_t barren_until;   // detail::now_ns() before which no sweep starts
+};
+
 // The current and the next block of one class on one SM (sm_slab.h).
 struct slot_pair {
   std::uint64_t current;  // [sequence:32 | segment + 1:32], 0 in the segment part: none
@@ -126,7 +134,7 @@ struct layout {
   std::uint64_t slots_offset;    // slot_pair per slot
   std::uint64_t ends_offset;     // queue_bytes() per class: detail::queue_ends, entries, room
   std::uint64_t next_blocks_offset;  // detail::fill_count: blocks in slot pairs' `next` (sm_slab.h P4)
-  std::uint64_t sweeps_offset;   // u32: sweeps for idle blocks begun and ended (sm_slab.h P6)
+  std::uint64_t sweeps_offset;   // sweep_state (sm_slab.h P6)
   std::uint64_t hints_offset;    // hint_count u32: where an SM's search for a span starts (blocks.h hint)
   std::uint64_t rings_offset;    // queue_mask + 1 u32 per class
   std::uint64_t tree_offset;     // the segment tree
@@ -212,7 +220,7 @@ struct layout {
       L.ends_offset = round_up(L.slots_offset + L.slot_count * sizeof(slot_pair), 128);
       L.next_blocks_offset = L.ends_offset + L.classes * queue_bytes();
       L.sweeps_offset = L.next_blocks_offset + sizeof(detail::fill_count);
-      L.hints_offset = L.sweeps_offset + sizeof(std::uint64_t);
+      L.hints_offset = L.sweeps_offset + sizeof(sweep_state);
       L.rings_offset = round_up(L.hints_offset + hint_count * sizeof(std::uint32_t), 128);
       L.tree_offset = round_up(L.rings_offset + L.classes * (L.queue_mask + 1) * sizeof(std::uint32_t), 128);
       L.data_offset = round_up(L.tree_offset + L.tree.words * sizeof(std::uint64_t), 4096);
