@@ -195,20 +195,28 @@ class blocks {
     if ((after & in_slot) == 0) dropped(seg, after);
   }
 
-  // Where this SM's next search for a span of 2^k segments starts: where
-  // its last one was found (a hint per SM modulo hint_sms and span size, in
-  // the arena). The first search for spans starts in the SM's own stretch
-  // of the heap (segments / hint_sms of it), so SMs do not meet in one word
-  // and keep taking each other's runs: with every SM starting in the lowest
-  // 64 words, a refill of 8 KiB blocks (16 GiB, 2^20 requests, H100) tried
-  // 37 claims on average and walked 48 words (ncu), and refills were 57 %
-  // of the samples. Single segments fit any free bit, so theirs start in
-  // the SM's one of the lowest 64 words and keep that start; runs, taken
-  // from the top, stay whole while the heap has room. Before the hints,
-  // every search for a span walked from the lowest words past those that
-  // blocks of other sizes had left without a free aligned one: after rounds
-  // of 16 B .. 4 KiB in one process, 2^20 requests of 8 KiB took 5x as
-  // long as on a fresh heap (H100).
+  // Where this SM's next search for a span of 2^k segments (k > 0) starts:
+  // where its last one was found (a hint per SM modulo hint_sms and span
+  // size, in the arena) while that lies in the SM's own stretch of the heap
+  // (layout.h stretch), else the stretch's start. So SMs do not meet in one
+  // word and keep taking each other's runs: with every SM starting in the
+  // lowest 64 words, a refill of 8 KiB blocks (16 GiB, 2^20 requests, H100)
+  // tried 37 claims on average and walked 48 words (ncu), and refills were
+  // 57 % of the samples; with hints that only moved on, the SMs drifted
+  // into each other's stretches round after round (4 KiB requests on a warm
+  // 16 GiB heap: 0.44 ms a round at first, 1.2 ms after six). Before the
+  // hints, every search walked from the lowest words past those that blocks
+  // of other sizes had left without a free aligned span (8 KiB after rounds
+  // of 16 B .. 4 KiB: 5x the fresh heap's time). Single segments fit any
+  // free bit: theirs start in the SM's one of the lowest 64 words, so runs,
+  // taken from the top, stay whole while the heap has room.
+  GPUALLOC_HD std::uint32_t search_start(std::uint32_t k) const {
+    const std::uint32_t sm = detail::sm_id() % layout::hint_sms;
+    if (k == 0) return sm % 64 * 64;
+    const std::uint64_t stretch = std::uint64_t{sm} * L_.stretch % L_.segments / 64 * 64;
+    const std::uint32_t h = hint(k).load(detail::relaxed);
+    return h >= stretch && h < stretch + L_.stretch ? h : static_cast<std::uint32_t>(stretch);
+  }
   GPUALLOC_HD detail::device_atomic<std::uint32_t> hint(std::uint32_t k) const {
     return detail::device_atomic<std::uint32_t>(reinterpret_cast<std::uint32_t*>(
         arena_ + L_.hints_offset)[(detail::sm_id() % layout::hint_sms) * (max_span_log2 + 1) + k]);
@@ -219,7 +227,7 @@ class blocks {
   // A block for a slot of class c: a queued one (Q1) or a fresh span (its
   // head), held by the slot, its pass not started (its cursor is past its
   // K, B2). no_segment when the class has none and the tree no free span.
-  // Spans are aligned runs searched from the SM's hint for their size;
+  // Spans are aligned runs searched from search_start;
   // SMs that meet in a word take different runs of it (the SM id is the
   // salt). Out of line: refill and prefetch share one copy (registers,
   // sm_slab.h).
@@ -227,7 +235,7 @@ class blocks {
     std::uint32_t seg = dequeue(c);
     if (seg == no_segment) {
       const std::uint32_t k = L_.cls[c].span_log2;
-      seg = tree().claim_aligned_from(hint(k).load(detail::relaxed), k, detail::sm_id());
+      seg = tree().claim_aligned_from(search_start(k), k, detail::sm_id());
       if (seg == detail::bit_tree::none) return no_segment;
       if (k > 0) hint(k).store(seg, detail::relaxed);
       format(seg, c);
@@ -290,10 +298,7 @@ class blocks {
       room(static_cast<std::uint32_t>(c)).value = static_cast<std::int64_t>(L_.queue_mask + 1);
     }
     auto* hints = reinterpret_cast<std::uint32_t*>(arena_ + L_.hints_offset);
-    for (std::uint64_t i = t; i < layout::hint_count; i += threads) {
-      const std::uint64_t sm = i / (max_span_log2 + 1), k = i % (max_span_log2 + 1);
-      hints[i] = static_cast<std::uint32_t>(k == 0 ? sm % 64 * 64 : sm * (L_.segments / layout::hint_sms) / 64 * 64);
-    }
+    for (std::uint64_t i = t; i < layout::hint_count; i += threads) hints[i] = no_segment;  // search_start: the stretch
     const std::uint64_t cells = L_.classes * (L_.queue_mask + 1);
     for (std::uint64_t i = t; i < cells; i += threads) ring_entries()[i] = detail::index_slot<std::uint32_t>::empty;
   }

@@ -126,6 +126,7 @@ struct layout {
   std::uint32_t classes;   // 16 B << c for c < classes
   std::uint32_t segments;  // 0: the arena is too small for anything
   std::uint32_t bitmap_words_log2;  // 64-bit words per segment (one bit per 16 B)
+  std::uint32_t stretch;   // segments in each SM's stretch of the heap, a multiple of 64 (blocks.h search_start)
   std::uint64_t slot_count;
   std::uint64_t queue_mask;  // ring entries per class - 1
   // arena offsets
@@ -213,6 +214,8 @@ struct layout {
       if (g == 0) break;
       L.segments = static_cast<std::uint32_t>(g);
       L.tree = detail::bit_tree_layout::make(L.segments);
+      L.stretch = static_cast<std::uint32_t>(g / (sms < hint_sms ? sms : hint_sms) / 64 * 64);
+      if (L.stretch == 0) L.stretch = 64;
       L.queue_mask = (std::uint64_t{1} << detail::ceil_log2(g)) - 1;
       L.records_offset = 0;
       L.bitmaps_offset = round_up(L.records_offset + g * sizeof(segment_record), 128);
