@@ -227,10 +227,9 @@ class blocks {
   // A block for a slot of class c: a queued one (Q1) or a fresh span (its
   // head), held by the slot, its pass not started (its cursor is past its
   // K, B2). no_segment when the class has none and the tree no free span.
-  // Spans are aligned runs searched from search_start;
-  // SMs that meet in a word take different runs of it (the SM id is the
-  // salt). Out of line: refill and prefetch share one copy (registers,
-  // sm_slab.h).
+  // Spans are aligned runs searched from search_start; SMs that meet in a
+  // word take different runs of it (the SM id is the salt). Out of line:
+  // refill and prefetch share one copy (registers, sm_slab.h).
   __attribute__((noinline)) GPUALLOC_HD std::uint32_t get(std::uint32_t c) const {
     std::uint32_t seg = dequeue(c);
     if (seg == no_segment) {

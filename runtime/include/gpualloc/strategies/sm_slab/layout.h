@@ -136,7 +136,7 @@ struct layout {
   std::uint64_t ends_offset;     // queue_bytes() per class: detail::queue_ends, entries, room
   std::uint64_t next_blocks_offset;  // detail::fill_count: blocks in slot pairs' `next` (sm_slab.h P4)
   std::uint64_t sweeps_offset;   // sweep_state (sm_slab.h P6)
-  std::uint64_t hints_offset;    // hint_count u32: where an SM's search for a span starts (blocks.h hint)
+  std::uint64_t hints_offset;    // hint_count u32: where an SM's last span was found (blocks.h search_start)
   std::uint64_t rings_offset;    // queue_mask + 1 u32 per class
   std::uint64_t tree_offset;     // the segment tree
   std::uint64_t data_offset;     // segment 0
@@ -232,7 +232,7 @@ struct layout {
     return layout{};  // not even the tables fit: no segments, nothing to initialise
   }
 
-  // Search hints: one per SM (modulo hint_sms) and span size (blocks.h hint).
+  // Search hints: one per SM (modulo hint_sms) and span size (blocks.h search_start).
   static constexpr std::uint64_t hint_sms = 256;
   static constexpr std::uint64_t hint_count = hint_sms * (max_span_log2 + 1);
 

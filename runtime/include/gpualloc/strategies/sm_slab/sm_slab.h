@@ -10,10 +10,11 @@
 //
 // The heap is cut into segments (layout.h), free ones in the segment tree
 // (detail/bit_tree.h; each SM searches it from a start of its own,
-// blocks.h hint). A block is one segment, or for larger classes an aligned
-// span of up to 64 (so that it holds ~512 objects: layout.h), formatted for a size class c (16 B .. half a segment): K
-// objects, a free bitmap, a cursor and a count, all in its first segment's
-// record (blocks.h). Per class and SM a slot pair holds the current block
+// blocks.h search_start). A block is one segment, or for larger classes an
+// aligned span of up to 64 (so that it holds ~512 objects: layout.h),
+// formatted for a size class c (16 B .. half a segment): K objects, a free
+// bitmap, a cursor and a count, all in its first segment's record
+// (blocks.h). Per class and SM a slot pair holds the current block
 // and the next one. Spans add nothing to the fast path: slots, cursors and
 // object addresses name the head; only free() of an object in a span's
 // tail loads one more kind.
