@@ -217,9 +217,10 @@ class blocks {
     const std::uint32_t h = hint(k).load(detail::relaxed);
     return h >= stretch && h < stretch + L_.stretch ? h : static_cast<std::uint32_t>(stretch);
   }
+  // This SM's hint for spans of 2^k segments, k in 1 .. max_span_log2.
   GPUALLOC_HD detail::device_atomic<std::uint32_t> hint(std::uint32_t k) const {
     return detail::device_atomic<std::uint32_t>(reinterpret_cast<std::uint32_t*>(
-        arena_ + L_.hints_offset)[(detail::sm_id() % layout::hint_sms) * (max_span_log2 + 1) + k]);
+        arena_ + L_.hints_offset)[(detail::sm_id() % layout::hint_sms) * max_span_log2 + k - 1]);
   }
 
   GPUALLOC_HD sweep_state& sweeps() const { return *reinterpret_cast<sweep_state*>(arena_ + L_.sweeps_offset); }

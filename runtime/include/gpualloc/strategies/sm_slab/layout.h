@@ -232,9 +232,10 @@ struct layout {
     return layout{};  // not even the tables fit: no segments, nothing to initialise
   }
 
-  // Search hints: one per SM (modulo hint_sms) and span size (blocks.h search_start).
+  // Search hints: one per SM (modulo hint_sms) and span size above one
+  // segment (blocks.h search_start).
   static constexpr std::uint64_t hint_sms = 256;
-  static constexpr std::uint64_t hint_count = hint_sms * (max_span_log2 + 1);
+  static constexpr std::uint64_t hint_count = hint_sms * max_span_log2;
 
   // One class's queue: its ends, the entries in it and the room left (blocks.h).
   static constexpr std::uint64_t queue_bytes() {
