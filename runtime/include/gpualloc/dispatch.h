@@ -15,6 +15,7 @@
 #include "gpualloc/strategies/cuda.h"
 #include "gpualloc/strategies/gallatin/gallatin.h"
 #include "gpualloc/strategies/ouroboros/ouroboros.h"
+#include "gpualloc/strategies/random_walk/random_walk.h"
 #include "gpualloc/strategies/sm_slab/sm_slab.h"
 
 namespace gpualloc {
