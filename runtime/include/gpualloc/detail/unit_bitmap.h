@@ -114,6 +114,7 @@ struct unit_bitmap {
       const std::uint32_t top_free = leading_clear(read(before));
       length = top_free < word_bits ? top_free : 0;
       start = (before + 1) * word_bits - length;
+      if (length >= skip + n) return start + skip;
     }
     auto close = [&] {  // the open segment ended too short
       skip = skip > length ? skip - length : 0;  // what lanes before us take of it is gone

@@ -31,10 +31,15 @@ inline constexpr std::uint32_t lanes = 32;
 
 inline constexpr std::uint32_t dry_buckets = 33;  // needs of 2^0 .. 2^32 units
 
+// The dry windows (random_walk.h R4), by bucket floor(log2 units): a
+// request of n units in bucket b does not sweep before dry_until[b] if
+// n >= dry_from[b], the fewest units a sweep of that bucket found no room for.
 struct controls {
-  std::uint64_t next_fit;                // the word after the last run larger than a region (R5)
-  std::uint32_t dry;                     // nonzero while a dry window may be open; the next free closes them all
-  std::uint64_t dry_until[dry_buckets];  // by ceil(log2 units): detail::now_ns() before which a search does not sweep (R4)
+  std::uint64_t next_fit;  // the word after the last run larger than a region (R5)
+  std::uint32_t dry;       // nonzero from a sweep's start while windows may be open: a free then closes them all
+  std::uint32_t closes;    // windows closed so far: a sweep that saw it change opens none
+  std::uint64_t dry_until[dry_buckets];
+  std::uint64_t dry_from[dry_buckets];
 };
 
 struct layout {
@@ -57,7 +62,7 @@ struct layout {
     // The most units whose tables and units fit.
     const std::uint64_t per_unit = unit_bytes + sizeof(std::uint32_t);  // a unit and its tag; bits counted below
     std::uint64_t units = arena_bytes / per_unit;
-    for (;; units -= units / 256 + 1) {
+    for (;; units -= units / 65536 + 1) {
       L.units = units;
       L.place();
       if (units == 0 || L.units_offset + units * unit_bytes <= arena_bytes) break;

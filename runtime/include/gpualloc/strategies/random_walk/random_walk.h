@@ -28,18 +28,22 @@
 //  R2 run_tags.h T1: a live block's tags are as its claim wrote them.
 //  R3 A lane that walks, rounds or sweeps does so alone after its group's
 //     last group operation, except the pooled walk, whose rounds the group
-//     runs together (walks.h).
+//     runs together (walks.h), and a small run's leader, whose claim comes
+//     before its group's broadcast (as in gallatin.h).
 //  R4 Bounded search. A walk gives up after max_walk_steps probes (after
 //     dry_walk_steps in a dry window) and RW_malloc after max_region_rounds
 //     regions; the lane then sweeps the whole bitmap (runs.h), and returns
 //     NULL only if the sweep found no room. A sweep for n units that finds
-//     none opens a dry window for n and more (controls::dry_until, per
-//     power of two of n): eight times as long as the sweep took, failing
-//     requests of that size give up after their short walk and do not
-//     sweep, until a free closes every window (controls::dry). Without it,
-//     every lane of a program that overfills the heap sweeps the whole
-//     bitmap before its NULL.
-//
+//     none opens a dry window (layout.h controls) for n units and more,
+//     eight times as long as the sweep took: such requests give up after
+//     their short walk and do not sweep, until a free closes every window.
+//     Without it, every lane of a program that overfills the heap sweeps the
+//     whole bitmap before its NULL. A sweep announces itself (controls::dry)
+//     before it scans, so a free during the sweep closes the window it
+//     would open; a free whose load of the announcement is not yet ordered
+//     after it (no fence on the free path) can still miss it, and requests
+//     of that size may then see NULL for the window's length although that
+//     free made room (found by a CPU probe; not seen on a GPU).
 //  R5 Runs larger than a region (which the paper does not serve) are next
 //     fit: their sweep starts where the last one ended (controls::next_fit).
 //     From a random word instead, 16 MiB blocks filled 82 % of a 20 GiB
@@ -89,7 +93,10 @@ struct random_walk {
   GPUALLOC_HD static void init(state& s, const arena& a, int /*phase*/, std::uint64_t thread, std::uint64_t threads) {
     const random_walk_parts::pool P{s.L, a.begin};
     if (s.L.units == 0) return;
-    if (thread == 0) P.control() = random_walk_parts::controls{};
+    if (thread == 0) {
+      P.control() = random_walk_parts::controls{};
+      for (std::uint64_t& fewest : P.control().dry_from) fewest = ~std::uint64_t{0};
+    }
     P.bitmap().init(s.L.units, thread, threads);
     for (std::uint64_t i = thread; i < s.L.hint_slots; i += threads) P.hints()[i] = no_hint;
   }
@@ -125,14 +132,29 @@ struct random_walk {
   static constexpr std::uint32_t no_hint = ~0u;
   enum class route : std::uint8_t { small, page, run, none };
 
-  // The group's small requests in one shared run: offsets by exclusive sum, one claim by the leader.
+  // The group's small requests in one shared run: offsets by exclusive sum,
+  // one claim by the leader. If the heap has no such run, the lanes whose
+  // blocks start in the same unit of it try again together (a run of one or
+  // two units each).
   GPUALLOC_HD static void* malloc_small(const random_walk_parts::pool& P, const detail::lane_group& g, std::uint64_t bytes,
                                         detail::walk_random& rng) {
+    std::uint64_t offset;
+    if (void* p = pack(P, g, bytes, rng, offset)) return p;
+    if (g.size() == 1) return nullptr;
+    std::uint64_t again;
+    return pack(P, g.partition(offset / P.L.unit_bytes), bytes, rng, again);
+  }
+
+  // Packs the blocks of g's lanes one after another into a run it claims;
+  // `offset` gets this lane's place in the packing. NULL on every lane if
+  // there is no such run.
+  GPUALLOC_HD static void* pack(const random_walk_parts::pool& P, const detail::lane_group& g, std::uint64_t bytes,
+                                detail::walk_random& rng, std::uint64_t& offset) {
     using namespace random_walk_parts;
     const run_tags tags{P.tags()};
     const std::uint64_t unit = P.L.unit_bytes;
     std::uint64_t total;
-    const std::uint64_t offset = g.exclusive_sum(bytes, total);
+    offset = g.exclusive_sum(bytes, total);
     const std::uint64_t units = (total + unit - 1) / unit;
     std::uint64_t head = no_unit;
     if (g.is_leader()) {
@@ -142,12 +164,7 @@ struct random_walk {
     }
     head = g.broadcast(head);
     g.sync();  // the head's tag is written before any lane hands out its block
-    if (head == no_unit) {  // no run for all of them: each lane tries for a unit of its own
-      head = claim_alone(P, 1, rng);
-      if (head == no_unit) return nullptr;
-      tags.set_single(head, 1);
-      return P.unit(head);
-    }
+    if (head == no_unit) return nullptr;
     const std::uint64_t u = head + offset / unit;
     if (u != head) tags.set_link(u, u - head);
     return P.unit(head) + offset;
@@ -160,6 +177,7 @@ struct random_walk {
     if constexpr (Sharing == sharing::warp) {
       const bool dry_now = g.broadcast(dry(P, 1));
       u = walk_pooled(g, P.bitmap(), rng, dry_now ? dry_walk_steps : max_walk_steps).unit;
+      g.sync();  // a unit dealt by another lane is ordered after that lane's acquire
       if (u == no_unit && !dry_now) u = sweep(P, 1, rng);
     } else {
       u = claim_alone(P, 1, rng);
@@ -213,32 +231,46 @@ struct random_walk {
   // R4: the whole bitmap once; a dry window for n and more if it has no room. R5: next fit above a region.
   __attribute__((noinline)) GPUALLOC_HD static std::uint64_t sweep(const random_walk_parts::pool& P, std::uint64_t n,
                                                                    detail::walk_random& rng) {
+    using namespace random_walk_parts;
     const detail::unit_bitmap bm = P.bitmap();
-    const bool next_fit = n > random_walk_parts::region_units;
-    detail::device_atomic<std::uint64_t> last_end(P.control().next_fit);
+    controls& C = P.control();
+    const bool next_fit = n > region_units;
+    detail::device_atomic<std::uint64_t> last_end(C.next_fit);
     const std::uint64_t start = detail::now_ns();
+    detail::device_atomic<std::uint32_t>(C.dry).store(1, detail::relaxed);  // frees from now on close windows
+    cuda::atomic_thread_fence(cuda::memory_order_seq_cst, cuda::thread_scope_device);
+    const std::uint32_t closes = detail::device_atomic<std::uint32_t>(C.closes).load(detail::relaxed);
     const std::uint64_t from = next_fit ? last_end.load(detail::relaxed) % bm.words : rng.below(bm.words);
-    const std::uint64_t u = random_walk_parts::sweep_for_run(bm, from, n);
-    if (u != random_walk_parts::no_unit && next_fit) last_end.store((u + n) / detail::unit_bitmap::word_bits, detail::relaxed);
-    if (u == random_walk_parts::no_unit) {
-      const std::uint64_t end = detail::now_ns();
-      for (std::uint32_t b = detail::ceil_log2(n); b < random_walk_parts::dry_buckets; ++b)
-        detail::device_atomic<std::uint64_t>(P.control().dry_until[b]).store(end + 8 * (end - start), detail::relaxed);
-      detail::device_atomic<std::uint32_t>(P.control().dry).store(1, detail::relaxed);
+    const std::uint64_t u = sweep_for_run(bm, from, n);
+    if (u != no_unit && next_fit) last_end.store((u + n) / detail::unit_bitmap::word_bits, detail::relaxed);
+    if (u != no_unit) return u;
+    const std::uint64_t end = detail::now_ns();
+    const std::uint32_t bucket = detail::highest_bit(n);
+    for (std::uint32_t b = bucket; b < dry_buckets; ++b) {
+      detail::device_atomic<std::uint64_t>(C.dry_from[b]).fetch_min(b == bucket ? n : 0, detail::relaxed);
+      detail::device_atomic<std::uint64_t>(C.dry_until[b]).store(end + 8 * (end - start), detail::relaxed);
     }
-    return u;
+    cuda::atomic_thread_fence(cuda::memory_order_seq_cst, cuda::thread_scope_device);
+    if (detail::device_atomic<std::uint32_t>(C.closes).load(detail::relaxed) != closes) close_dry_windows(P);
+    return no_unit;
   }
 
   // A free made room: sweeps are worth it again.
   __attribute__((noinline)) GPUALLOC_HD static void close_dry_windows(const random_walk_parts::pool& P) {
-    detail::device_atomic<std::uint32_t>(P.control().dry).store(0, detail::relaxed);
-    for (std::uint32_t b = 0; b < random_walk_parts::dry_buckets; ++b)
-      detail::device_atomic<std::uint64_t>(P.control().dry_until[b]).store(0, detail::relaxed);
+    random_walk_parts::controls& C = P.control();
+    detail::device_atomic<std::uint32_t>(C.closes).fetch_add(1, detail::relaxed);
+    detail::device_atomic<std::uint32_t>(C.dry).store(0, detail::relaxed);
+    for (std::uint32_t b = 0; b < random_walk_parts::dry_buckets; ++b) {
+      detail::device_atomic<std::uint64_t>(C.dry_until[b]).store(0, detail::relaxed);
+      detail::device_atomic<std::uint64_t>(C.dry_from[b]).store(~std::uint64_t{0}, detail::relaxed);
+    }
   }
 
   GPUALLOC_HD static bool dry(const random_walk_parts::pool& P, std::uint64_t n) {
-    const std::uint64_t until = detail::device_atomic<std::uint64_t>(P.control().dry_until[detail::ceil_log2(n)]).load(detail::relaxed);
-    return until != 0 && detail::now_ns() < until;
+    const std::uint32_t b = detail::highest_bit(n);
+    const std::uint64_t until = detail::device_atomic<std::uint64_t>(P.control().dry_until[b]).load(detail::relaxed);
+    return until != 0 && detail::now_ns() < until &&
+           n >= detail::device_atomic<std::uint64_t>(P.control().dry_from[b]).load(detail::relaxed);
   }
 
   // CRW (Algorithm 5, for runs too): the n units after this thread's last claim, if it can claim them.
