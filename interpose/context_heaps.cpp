@@ -96,7 +96,7 @@ CUresult initialise(context_heap& h) {
                       : arena{nullptr, 0};
   int sms = 1;
   d.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, h.device);
-  const device_facts facts{static_cast<std::uint32_t>(sms > 0 ? sms : 1)};
+  const device_facts facts{static_cast<std::uint32_t>(sms > 0 ? sms : 1), settings().rw_unit_bytes};
   plan_strategy(header.get(), facts);
   CUresult r = d.cuMemcpyHtoDAsync_v2(h.header, header.get(), sizeof(heap_header), h.stream);
   if (r != CUDA_SUCCESS) return r;

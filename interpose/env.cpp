@@ -121,6 +121,19 @@ parsed<bool> parse_switch(std::string_view name, const char* value) {
   return out;
 }
 
+parsed<std::uint32_t> parse_rw_unit(const char* value) {
+  parsed<std::uint32_t> out;
+  const std::string_view v = trim(value);
+  std::uint64_t bytes = 0;
+  bool digits = !v.empty() && v.size() <= 5;
+  for (char ch : v) digits = digits && ch >= '0' && ch <= '9', bytes = bytes * 10 + static_cast<std::uint64_t>(ch - '0');
+  if (digits && bytes >= 64 && bytes <= 4096 && (bytes & (bytes - 1)) == 0)
+    out.value = static_cast<std::uint32_t>(bytes);
+  else
+    out.error = "gpualloc: bad GPUALLOC_RW_UNIT '" + std::string(value) + "' (bytes: a power of two from 64 to 4096)";
+  return out;
+}
+
 std::uint64_t default_heap_bytes(std::uint64_t free_bytes) {
   std::uint64_t eighth = free_bytes / 8;
   return eighth > default_heap_minimum ? eighth : default_heap_minimum;
@@ -161,6 +174,11 @@ parsed<config> load_config(getenv_fn get, void* user) {
     auto on = parse_switch(sw.name, get(sw.name, user));
     if (!on.ok()) return {{}, on.error};
     out.value.*sw.field = on.value;
+  }
+  if (const char* s = get("GPUALLOC_RW_UNIT", user); s != nullptr && *s != '\0') {
+    auto unit = parse_rw_unit(s);
+    if (!unit.ok()) return {{}, unit.error};
+    out.value.rw_unit_bytes = unit.value;
   }
   // On unless turned off.
   if (const char* s = get("GPUALLOC_COALESCE", user); s != nullptr && *s != '\0') {

@@ -11,6 +11,8 @@
 //   GPUALLOC_VERBOSE    1: log heap creation and module setup to stderr
 //   GPUALLOC_COALESCE   0: every lane calls the strategy alone (default 1: the
 //                       lanes of a warp that allocate together are served together)
+//   GPUALLOC_RW_UNIT    the random walk's unit in bytes (rw, rw-bm, corw, crw):
+//                       a power of two from 64 to 4096 (default 256)
 #pragma once
 
 #include <cstdint>
@@ -58,6 +60,9 @@ parsed<strategy_id> parse_strategy(std::string_view name);
 // "on", "true" are on; anything else is an error.
 parsed<bool> parse_switch(std::string_view name, const char* value);
 
+// GPUALLOC_RW_UNIT: bytes, a power of two from 64 to 4096.
+parsed<std::uint32_t> parse_rw_unit(const char* value);
+
 // "cuda, atomic, ..." from the registry.
 std::string valid_strategy_names();
 
@@ -77,6 +82,7 @@ struct config {
   bool check = false;
   bool verbose = false;
   bool coalesce = true;
+  std::uint32_t rw_unit_bytes = 0;  // 0: the random walk's default
 };
 
 // Reads every GPUALLOC_* variable through `get` (getenv, or a table in tests).

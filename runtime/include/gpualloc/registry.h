@@ -60,13 +60,13 @@
     "Ouroboros-C-VA (Winter et al. 2020): queues of chunks with free pages virtualised on queue chunks behind a small pointer array") \
   X(ouroboros_c_vl, ouroboros_c_vl, "ouroboros-c-vl", full, "the heap less its tables (a run of 1 KiB units)", 80, 80, \
     "Ouroboros-C-VL (Winter et al. 2020): queues of chunks with free pages as linked queue chunks, lagged reclamation") \
-  X(rw, rw, "rw", full, "the heap less its tables (a run of 256 B units)", 90, 80,                 \
-    "RW (Pham et al. 2022): 256 B units with a used bit each, found by random probing one unit a step; small requests of a warp packed in one run") \
-  X(rw_bm, rw_bm, "rw-bm", full, "the heap less its tables (a run of 256 B units)", 90, 80,           \
+  X(rw, rw, "rw", full, "the heap less its tables (a run of units: 256 B, GPUALLOC_RW_UNIT)", 90, 80,                 \
+    "RW (Pham et al. 2022): units with a used bit each, found by random probing one unit a step; small requests of a warp packed in one run") \
+  X(rw_bm, rw_bm, "rw-bm", full, "the heap less its tables (a run of units: 256 B, GPUALLOC_RW_UNIT)", 90, 80,           \
     "RW-BM (Pham et al. 2022): RW probing a 32-bit word of the used bitmap a step, under its LockMap bit") \
-  X(corw, corw, "corw", full, "the heap less its tables (a run of 256 B units)", 90, 80,              \
+  X(corw, corw, "corw", full, "the heap less its tables (a run of units: 256 B, GPUALLOC_RW_UNIT)", 90, 80,              \
     "CoRW (Pham et al. 2022): RW-BM whose lanes pool the free units they find and deal them out across the warp") \
-  X(crw, crw, "crw", full, "the heap less its tables (a run of 256 B units)", 90, 80,                 \
+  X(crw, crw, "crw", full, "the heap less its tables (a run of units: 256 B, GPUALLOC_RW_UNIT)", 90, 80,                 \
     "CRW (Pham et al. 2022): RW trying the units after the thread's last claim first") \
   X(sm_slab, sm_slab, "sm-slab", full, "the heap less its tables, as a run of whole segments (32 KiB to 1 MiB each; 2 KiB up in heaps under 2 MiB)", 85, 70, \
     "sm-slab (this project): per-SM current and next slab per size class, one fetch-add and one fetch-and per warp, free bitmaps, slabs a quarter free reused")

@@ -53,9 +53,11 @@
 
 namespace gpualloc {
 
-// What the host knows about the device when it lays out a heap.
+// What the host knows when it lays out a heap: the device, and the layout
+// options of the environment.
 struct device_facts {
-  std::uint32_t sm_count = 1;  // multiprocessors of the device
+  std::uint32_t sm_count = 1;       // multiprocessors of the device
+  std::uint32_t rw_unit_bytes = 0;  // the random walk's unit (GPUALLOC_RW_UNIT); 0: its default
 };
 
 // The launch of one init phase.

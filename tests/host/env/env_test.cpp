@@ -164,6 +164,11 @@ void configs() {
   CHECK(!load({{"GPUALLOC_COALESCE", "0"}}).value.coalesce);
   CHECK(load({{"GPUALLOC_COALESCE", "1"}}).value.coalesce);
   CHECK(load({{"GPUALLOC_COALESCE", "sometimes"}}).error.find("GPUALLOC_COALESCE") != std::string::npos);
+  CHECK(load({}).value.rw_unit_bytes == 0);
+  CHECK(load({{"GPUALLOC_RW_UNIT", "64"}}).value.rw_unit_bytes == 64);
+  CHECK(load({{"GPUALLOC_RW_UNIT", " 4096 "}}).value.rw_unit_bytes == 4096);
+  for (const char* bad : {"32", "8192", "100", "256B", "-256", "99999999999"})
+    CHECK(load({{"GPUALLOC_RW_UNIT", bad}}).error.find("bad GPUALLOC_RW_UNIT") != std::string::npos);
 }
 
 void formatting() {

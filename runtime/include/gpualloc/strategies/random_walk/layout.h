@@ -4,8 +4,9 @@
 //   arena: [ controls | used bitmap | LockMap | unit tags | last-unit slots | pad | units ]
 //
 //  - units: the pool of equal units the walks search (the paper's pages),
-//    unit_bytes each (the paper's RW_malloc evaluation uses 256 B: the
-//    8 KiB largest request over a 32-bit bitmap word, section V-B2);
+//    unit_bytes each: GPUALLOC_RW_UNIT, a power of two from 64 to 4096,
+//    by default 256 B as the paper's RW_malloc evaluation (the 8 KiB
+//    largest request over a 32-bit bitmap word, section V-B2);
 //  - used bitmap and LockMap: detail/unit_bitmap.h (a bit per unit, a lock
 //    bit per 32 units);
 //  - unit tags: a 32-bit word per unit that says which run a block in that

@@ -87,7 +87,8 @@ struct random_walk {
   static constexpr std::uint32_t max_region_rounds = 16;
 
   static void plan(state& s, const arena& a, const device_facts& facts) {
-    s.L = random_walk_parts::layout::make(a.bytes, facts.sm_count);
+    s.L = random_walk_parts::layout::make(a.bytes, facts.sm_count,
+                                          facts.rw_unit_bytes != 0 ? facts.rw_unit_bytes : random_walk_parts::default_unit_bytes);
   }
 
   GPUALLOC_HD static void init(state& s, const arena& a, int /*phase*/, std::uint64_t thread, std::uint64_t threads) {

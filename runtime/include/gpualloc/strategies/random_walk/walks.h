@@ -94,7 +94,7 @@ GPUALLOC_INLINE found_unit walk_words(const detail::unit_bitmap& bm, detail::wal
 }
 
 // Algorithm 3: every lane of g wants one unit; up to max_steps rounds.
-GPUALLOC_INLINE found_unit walk_pooled(const detail::lane_group& g, const detail::unit_bitmap& bm, detail::walk_random& rng,
+__attribute__((noinline)) GPUALLOC_INLINE found_unit walk_pooled(const detail::lane_group& g, const detail::unit_bitmap& bm, detail::walk_random& rng,
                                        std::uint32_t max_steps) {
   found_unit f;
   std::uint64_t waiting = g.size();  // the same on every lane
