@@ -642,14 +642,38 @@ void* next_symbol(const void* caller, const char* name) {
   return nullptr;
 }
 
+// Whether the object containing `caller` (not libgpualloc) defines `name` itself.
+bool defines(const void* caller, const char* name) {
+  const link_map* m = map_of(caller);
+  if (m == nullptr || m == own_map() || m->l_name == nullptr || m->l_name[0] == '\0') return false;
+  void* h = real_dlopen(m->l_name, RTLD_LAZY | RTLD_NOLOAD);
+  if (h == nullptr) return false;
+  void* own = real_dlsym(h, name);
+  real_dlclose(h);
+  return own != nullptr && map_of(own) == m;
+}
+
 }  // namespace
 }  // namespace gpualloc::interpose
 
 // ---------------------------------------------------------------------------
 // dlsym: interposes libc's for the whole process.
+//
+// A caller that exports the driver function it looks up is a tool that
+// interposes it (Nsight Compute's injection exports cuGetProcAddress_v2) and
+// wants the driver's, to forward to: it gets the driver's, never our wrapper.
+// Our wrapper forwards to the tool, so handed ours the two called each other
+// until the stack ran out (ncu 2025.3: "error code (11)" before the first
+// kernel).
 extern "C" GPUALLOC_EXPORT void* dlsym(void* __restrict handle, const char* __restrict name) noexcept {
   using namespace gpualloc::interpose;
-  void* p = handle == RTLD_NEXT ? next_symbol(__builtin_return_address(0), name) : real_dlsym(handle, name);
+  const void* caller = __builtin_return_address(0);
+  void* p = handle == RTLD_NEXT ? next_symbol(caller, name) : real_dlsym(handle, name);
   if (p == nullptr || find_entry(name) == nullptr) return p;
+  if (defines(caller, name)) {
+    if (map_of(p) != own_map()) return p;
+    void* h = libcuda_handle();
+    return h != nullptr ? real_dlsym(h, name) : nullptr;
+  }
   return wrap_driver_function(name, p, false);
 }

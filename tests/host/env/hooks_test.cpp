@@ -96,6 +96,18 @@ void resolvers() {
   CHECK(dlsym(RTLD_DEFAULT, "gpualloc_reset") != nullptr);
 }
 
+// The resolver as the global scope has it: a preloaded tool's when the tool
+// exports one (Nsight Compute's injection does; preloaded_tool.test), so we
+// hold the tool's as the real one and the tool forwards to the driver's.
+void default_resolver() {
+  auto resolve = reinterpret_cast<decltype(get_proc)>(dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2"));
+  CHECK(resolve != nullptr && library_of(reinterpret_cast<void*>(resolve)) == "libgpualloc.so");
+  void* alloc = nullptr;
+  CUdriverProcAddressQueryResult status;
+  CHECK(resolve("cuMemAlloc", &alloc, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS);
+  CHECK(alloc != nullptr && library_of(alloc) == "libcuda.so.1");
+}
+
 // Kernels set up before they run: CUfunction and CUkernel handles, modules
 // with and without the runtime, one heap per context, one write per module.
 void launches() {
@@ -317,6 +329,11 @@ void loads(const char* unpinned_path, const char* pinned_path) {
 
 int main(int argc, char** argv) {
   std::string scenario = argc > 1 ? argv[1] : "";
+  if (scenario == "default-resolver") {  // first: the only lookup of the resolver in the process
+    default_resolver();
+    std::printf("%s: %s\n", scenario.c_str(), failures == 0 ? "passed" : "FAILED");
+    return failures == 0 ? 0 : 1;
+  }
   libcuda = dlopen("libcuda.so.1", RTLD_NOW);
   if (libcuda == nullptr) {
     std::printf("FAIL: %s\n", dlerror());
@@ -337,7 +354,7 @@ int main(int argc, char** argv) {
   else if (scenario == "teardown") teardown();
   else if (scenario == "loads" && argc == 4) loads(argv[2], argv[3]);
   else {
-    std::printf("usage: gpualloc-hooks-test resolvers|launches|graphs|limits|out-of-memory|checked|teardown\n"
+    std::printf("usage: gpualloc-hooks-test resolvers|default-resolver|launches|graphs|limits|out-of-memory|checked|teardown\n"
                 "       gpualloc-hooks-test loads UNPINNED.cubin PINNED.cubin\n");
     return 2;
   }
