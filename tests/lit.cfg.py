@@ -79,6 +79,8 @@ if gpu_present():
     config.available_features.add("cuda-gpu")
 if shutil.which("compute-sanitizer", path=config.environment["PATH"]):
     config.available_features.add("compute-sanitizer")
+if shutil.which("ncu", path=config.environment["PATH"]):
+    config.available_features.add("ncu")
 
 python = shutil.which("python3") or "python3"
 # `--param strategies=a,b` runs the GPU tests under those strategies only.
