@@ -45,8 +45,17 @@ GPUALLOC_INLINE std::uint64_t random_region(const detail::unit_bitmap& bm, detai
 
 // A round of Algorithm 4 in the region starting at word `from`: n units
 // after passing over `skip` free ones, claimed; no_unit if none could be.
+//
+// A region whose first word is free is most likely free throughout (a fresh
+// heap): the lane first claims the place the lanes' runs one after another
+// give it, and walks the segments only if that place is taken. The walk is
+// what costs (each lane passes over the units of every lane before it, bit
+// run by bit run: 8 KiB requests of a full warp were 10x `atomic`).
 GPUALLOC_INLINE std::uint64_t claim_in_region(const detail::unit_bitmap& bm, std::uint64_t from, std::uint64_t n,
                                               std::uint64_t skip) {
+  const std::uint64_t guess = from * detail::unit_bitmap::word_bits + skip;
+  if (skip + n <= region_units && from + region_words <= bm.words && bm.read(from) == 0 && bm.claim_run(guess, n))
+    return guess;
   const std::uint64_t at = bm.find_run(from, region_words, n, skip);
   return at != detail::unit_bitmap::none && bm.claim_run(at, n) ? at : detail::unit_bitmap::none;
 }
