@@ -275,19 +275,23 @@ struct random_walk {
   }
 
   // CRW (Algorithm 5, for runs too): the n units after this thread's last claim, if it can claim them.
+  GPUALLOC_HD static std::uint64_t after_last(const random_walk_parts::pool& P, std::uint64_t n) {
+    if constexpr (First != random_walk_parts::first::next_to_last)
+      return random_walk_parts::no_unit;
+    else
+      return claim_after_last(P, n);
+  }
+
   // Out of line: inlined beside the region round, the joined build of divisors' collect kernel took 10
   // registers more than the folded one (register parity); measured the same speed either way.
-  __attribute__((noinline)) GPUALLOC_HD static std::uint64_t after_last(const random_walk_parts::pool& P, std::uint64_t n) {
+  __attribute__((noinline)) GPUALLOC_HD static std::uint64_t claim_after_last(const random_walk_parts::pool& P,
+                                                                              std::uint64_t n) {
     using namespace random_walk_parts;
-    if constexpr (First != first::next_to_last) {
-      return no_unit;
-    } else {
-      const std::uint32_t slot = last_unit_slot(P.L.hint_slots);
-      const std::uint64_t next = detail::device_atomic<std::uint32_t>(P.hints()[slot]).load(detail::relaxed);
-      const detail::unit_bitmap bm = P.bitmap();
-      if (next == no_hint || next + n > P.L.units || (bm.read(next / 32) >> (next % 32) & 1u) != 0) return no_unit;
-      return bm.claim_run(next, n) ? next : no_unit;
-    }
+    const std::uint32_t slot = last_unit_slot(P.L.hint_slots);
+    const std::uint64_t next = detail::device_atomic<std::uint32_t>(P.hints()[slot]).load(detail::relaxed);
+    const detail::unit_bitmap bm = P.bitmap();
+    if (next == no_hint || next + n > P.L.units || (bm.read(next / 32) >> (next % 32) & 1u) != 0) return no_unit;
+    return bm.claim_run(next, n) ? next : no_unit;
   }
 
   GPUALLOC_HD static void note_last(const random_walk_parts::pool& P, std::uint64_t u, std::uint64_t n) {
