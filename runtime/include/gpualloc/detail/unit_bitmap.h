@@ -54,6 +54,9 @@ struct unit_bitmap {
 
   GPUALLOC_HD std::uint32_t read(std::uint64_t w) const { return device_atomic<std::uint32_t>(used[w]).load(relaxed); }
 
+  // Unit u's bit as read now (relaxed: a hint for where to claim).
+  GPUALLOC_HD bool is_used(std::uint64_t u) const { return (read(u / word_bits) >> (u % word_bits) & 1u) != 0; }
+
   // Claims bits `mask` of word w; returns those this call got (U1).
   GPUALLOC_HD std::uint32_t claim_bits(std::uint64_t w, std::uint32_t mask) const {
     return mask & ~device_atomic<std::uint32_t>(used[w]).fetch_or(mask, acquire);

@@ -213,7 +213,8 @@ struct random_walk {
     return u;
   }
 
-  // n units for one lane by the strategy's walk (n == 1) or RW_malloc's rounds, then a sweep (R4).
+  // n units for one lane by the strategy's walk (n == 1; CoRW's pooling with no other lane is RW-BM's
+  // walk) or RW_malloc's rounds, then a sweep (R4).
   GPUALLOC_HD static std::uint64_t search_alone(const random_walk_parts::pool& P, std::uint64_t n, detail::walk_random& rng) {
     using namespace random_walk_parts;
     const detail::unit_bitmap bm = P.bitmap();
@@ -290,7 +291,7 @@ struct random_walk {
     const std::uint32_t slot = last_unit_slot(P.L.hint_slots);
     const std::uint64_t next = detail::device_atomic<std::uint32_t>(P.hints()[slot]).load(detail::relaxed);
     const detail::unit_bitmap bm = P.bitmap();
-    if (next == no_hint || next + n > P.L.units || (bm.read(next / 32) >> (next % 32) & 1u) != 0) return no_unit;
+    if (next == no_hint || next + n > P.L.units || bm.is_used(next)) return no_unit;
     return bm.claim_run(next, n) ? next : no_unit;
   }
 

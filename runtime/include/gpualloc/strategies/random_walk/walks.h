@@ -68,7 +68,7 @@ GPUALLOC_INLINE found_unit walk_units(const detail::unit_bitmap& bm, std::uint64
   while (f.steps < max_steps) {
     ++f.steps;
     const std::uint64_t u = rng.below(units);
-    if ((bm.read(u / 32) >> (u % 32) & 1u) == 0 && bm.claim_unit(u)) {
+    if (!bm.is_used(u) && bm.claim_unit(u)) {
       f.unit = u;
       break;
     }
