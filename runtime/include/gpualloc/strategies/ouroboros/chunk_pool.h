@@ -28,6 +28,7 @@
 
 #include "gpualloc/detail/atomic.h"
 #include "gpualloc/detail/backoff.h"
+#include "gpualloc/detail/random.h"
 #include "gpualloc/strategies/ouroboros/layout.h"
 
 namespace gpualloc::strategies::ouro {
@@ -43,8 +44,11 @@ struct chunk_pool {
   }
 
   // A reserved single chunk, or no_chunk (then the reservation is given back).
+  // From the lowest leaf word that has one, a random one of its chunks: when
+  // thousands of refills claim at once, claim_first sends all of them to the
+  // same lowest chunk, one winner per round.
   GPUALLOC_HD static std::uint32_t take_reserved(heap h) {
-    const std::uint64_t x = h.free_chunks().claim_first();
+    const std::uint64_t x = h.free_chunks().claim_aligned_from(0, 0, detail::walk_random::seeded().next());
     if (x != detail::bit_tree::none) return static_cast<std::uint32_t>(x);
     unreserve(h, 1);
     return no_chunk;
