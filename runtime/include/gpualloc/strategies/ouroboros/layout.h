@@ -86,7 +86,7 @@ struct descriptor {
 
 // The pool of chunks (chunk_pool.h) and the reclaim lock (page queues' drain).
 struct pool_control {
-  alignas(128) std::int64_t available;  // free chunks not reserved for queue storage
+  alignas(128) std::int64_t available;  // shares of the free chunks not reserved for queue storage (chunk_pool.h)
   alignas(128) std::uint32_t reclaim_lock;
 };
 
@@ -97,7 +97,7 @@ struct queue_control {
   alignas(128) detail::fill_count fill;  // chunk queues: entries in the queue
   std::uint64_t list_front;              // linked queues: the chunk holding the front, as ordinal << 32 | chunk
   std::uint64_t list_back;               //                the chunk holding the back
-  alignas(128) std::uint64_t slots;      // queue slots reserved for the pages or chunks of this size (storage.h)
+  alignas(128) std::uint64_t slots;      // static queues: slots reserved; virtualised: 1 once the base is reserved (storage.h)
   std::uint64_t list_old;                // linked queues: the oldest chunk not yet recycled
   std::uint64_t drained;                 // page queues: pages a drain put back without freeing a chunk
 };

@@ -74,7 +74,7 @@ struct ouroboros {
     if (thread == 0) {
       auto* words = h.at<std::uint64_t>(L.controls);
       for (std::uint64_t i = 0; i < controls_bytes / sizeof(std::uint64_t); ++i) words[i] = 0;
-      h.pool().available = L.chunks;
+      h.pool().available = std::int64_t{L.chunks} << ouro::chunk_pool::share_shift;
       for (unsigned c = 0; c < ouro::page_classes; ++c) {
         ouro::queue_control& q = h.queue(c);
         q.list_front = q.list_back = q.list_old = ouro::list_queue::none;

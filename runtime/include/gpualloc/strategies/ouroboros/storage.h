@@ -51,7 +51,9 @@
 //     chunks (the partly used chunks at both ends, the one placed in advance,
 //     the lag), where `slots` counts every page (page queues) or two entries
 //     per chunk (chunk queues) that could ever be in it; the reservation is
-//     made when a data chunk is taken for the page size and returned with it.
+//     made when a data chunk is taken for the page size and returned with it,
+//     as shares of the pool (chunk_pool.h), so the chunks a queue may need
+//     are promised without a counter of its own.
 //     Only a slow thread holding a used-up chunk can push a queue past its
 //     reservation; a chunk taker then waits for memory that thread returns.
 //  VL pointers (front, back, old) are ordinal << 32 | chunk and move only by
@@ -79,8 +81,8 @@ namespace gpualloc::strategies::ouro {
 template <class Entry>
 inline constexpr std::uint64_t spots = chunk_bytes / sizeof(Entry);
 
-// A queue's `slots` reservation counter, with a limit (S) or backed by
-// reserved chunks (VA, VL).
+// A queue's slot reservations: a limited count (S), or shares of the pool
+// (VA, VL; chunk_pool.h).
 struct slot_reservations {
   GPUALLOC_HD static detail::device_atomic<std::uint64_t> slots(heap h, unsigned c) {
     return detail::device_atomic<std::uint64_t>(h.queue(c).slots);
@@ -94,37 +96,25 @@ struct slot_reservations {
     slots(h, c).fetch_sub(n, detail::relaxed);
   }
 
-  // Queue chunks that `s` slots need: ceil(s / per_chunk) + base, none while s = 0.
-  GPUALLOC_HD static std::uint64_t chunks_for(std::uint64_t s, std::uint64_t per_chunk, std::uint64_t base) {
-    return s == 0 ? 0 : (s + per_chunk - 1) / per_chunk + base;
+  // Backed: a slot of `entry_bytes` costs entry_bytes / 4 shares of a
+  // chunk, and a queue's first reservation also reserves `base` + 1 whole
+  // chunks for good (the partly used chunks at both ends, the one placed in
+  // advance, the lag, and the rounding up of its slots to whole chunks), so
+  // the shares a queue holds always cover ceil(slots / spots) + base chunks.
+  GPUALLOC_HD static bool reserve_backed(heap h, unsigned c, std::uint64_t n, std::uint64_t entry_bytes,
+                                         std::uint64_t base) {
+    auto based = slots(h, c);
+    if (based.load(detail::relaxed) == 0) {
+      if (!chunk_pool::reserve(h, base + 1)) return false;
+      std::uint64_t none = 0;
+      if (!based.compare_exchange_strong(none, 1, detail::relaxed, detail::relaxed))
+        chunk_pool::unreserve(h, base + 1);  // another thread reserved it first
+    }
+    return chunk_pool::reserve_shares(h, n * entry_bytes / 4);
   }
 
-  // Compare-and-swap, so that each change of `slots` and the pool
-  // reservation it implies are computed from the same value. The first
-  // reservation adds one slot that is never released: a queue once used
-  // keeps its partly used chunk and the one placed in advance even when
-  // empty, so its base reservation stays too.
-  GPUALLOC_HD static bool reserve_backed(heap h, unsigned c, std::uint64_t n, std::uint64_t per_chunk,
-                                         std::uint64_t base) {
-    auto s = slots(h, c);
-    std::uint64_t v = s.load(detail::relaxed);
-    for (;;) {
-      const std::uint64_t to = v + n + (v == 0 ? 1 : 0);
-      const std::uint64_t more = chunks_for(to, per_chunk, base) - chunks_for(v, per_chunk, base);
-      if (more != 0 && !chunk_pool::reserve(h, more)) return false;
-      if (s.compare_exchange_weak(v, to, detail::relaxed, detail::relaxed)) return true;
-      if (more != 0) chunk_pool::unreserve(h, more);
-    }
-  }
-
-  GPUALLOC_HD static void release_backed(heap h, unsigned c, std::uint64_t n, std::uint64_t per_chunk,
-                                         std::uint64_t base) {
-    auto s = slots(h, c);
-    std::uint64_t v = s.load(detail::relaxed);
-    while (!s.compare_exchange_weak(v, v - n, detail::relaxed, detail::relaxed)) {
-    }
-    const std::uint64_t fewer = chunks_for(v, per_chunk, base) - chunks_for(v - n, per_chunk, base);
-    if (fewer != 0) chunk_pool::unreserve(h, fewer);
+  GPUALLOC_HD static void release_backed(heap h, std::uint64_t n, std::uint64_t entry_bytes) {
+    chunk_pool::unreserve_shares(h, n * entry_bytes / 4);
   }
 };
 
@@ -222,11 +212,11 @@ struct array_queue {
 
   template <class Entry>
   GPUALLOC_HD static bool reserve_slots(heap h, unsigned c, std::uint64_t n) {
-    return slot_reservations::reserve_backed(h, c, n, spots<Entry>, spare_chunks);
+    return slot_reservations::reserve_backed(h, c, n, sizeof(Entry), spare_chunks);
   }
   template <class Entry>
-  GPUALLOC_HD static void release_slots(heap h, unsigned c, std::uint64_t n) {
-    slot_reservations::release_backed(h, c, n, spots<Entry>, spare_chunks);
+  GPUALLOC_HD static void release_slots(heap h, unsigned, std::uint64_t n) {
+    slot_reservations::release_backed(h, n, sizeof(Entry));
   }
 
   template <class Entry>
@@ -302,11 +292,11 @@ struct list_queue {
 
   template <class Entry>
   GPUALLOC_HD static bool reserve_slots(heap h, unsigned c, std::uint64_t n) {
-    return slot_reservations::reserve_backed(h, c, n, spots<Entry>, spare_chunks);
+    return slot_reservations::reserve_backed(h, c, n, sizeof(Entry), spare_chunks);
   }
   template <class Entry>
-  GPUALLOC_HD static void release_slots(heap h, unsigned c, std::uint64_t n) {
-    slot_reservations::release_backed(h, c, n, spots<Entry>, spare_chunks);
+  GPUALLOC_HD static void release_slots(heap h, unsigned, std::uint64_t n) {
+    slot_reservations::release_backed(h, n, sizeof(Entry));
   }
 
   template <class Entry>
