@@ -135,18 +135,18 @@ struct bulk_semaphore {
   GPUALLOC_HD std::uint32_t wait(std::uint32_t n, std::uint32_t per_bulk, Refill&& refill) {
     device_atomic<std::uint64_t> p(pending);
     const auto want = static_cast<std::int64_t>(n);
-    const std::uint64_t own = (n + per_bulk - 1) / per_bulk;  // bulks that cover n
+    const std::uint64_t cover = (n + per_bulk - 1) / per_bulk * per_bulk;  // whole bulks that cover n
     backoff b;
     for (;;) {
       if (try_take_counted(device_atomic<std::int64_t>(count), want, acquire))
         return n;  // not try_wait: see the note on waiters above
-      // Decide: reserve n and expect `own` bulks in one fetch-add, then give
-      // back the bulks the supply before us already covers.
-      const std::uint64_t pv = p.fetch_add(own * per_bulk * expected_one + n, relaxed);
+      // Decide: reserve n and expect the bulks that cover it in one
+      // fetch-add, then give back the bulks the supply before us covered.
+      const std::uint64_t pv = p.fetch_add(cover * expected_one + n, relaxed);
       const std::int64_t supply = available() + expected(pv) - reserved(pv);
       const std::int64_t missing = supply >= want ? 0 : supply > 0 ? want - supply : want;
       const std::uint64_t k = (static_cast<std::uint64_t>(missing) + per_bulk - 1) / per_bulk;
-      if (k < own) p.fetch_sub((own - k) * per_bulk * expected_one, relaxed);
+      if (k * per_bulk < cover) p.fetch_sub((cover - k * per_bulk) * expected_one, relaxed);
       if (k != 0) {
         const std::uint64_t got = refill(k);
         if (got < k) p.fetch_sub((k - got) * per_bulk * expected_one, relaxed);
