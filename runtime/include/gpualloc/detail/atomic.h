@@ -28,10 +28,12 @@ inline constexpr auto acq_rel = cuda::memory_order_acq_rel;
 // other forever (a livelock). A compare-and-swap loop instead never leaves
 // the counter wrong, but under that contention only one of the threads
 // succeeds per round trip, and Ouroboros-C-VA took 3x as long.
+// try_take_counted takes n only if the counter keeps at least `keep`.
 template <class T>
-GPUALLOC_HD bool try_take_counted(device_atomic<T> counter, T n, cuda::memory_order on_success = relaxed) {
-  if (counter.load(relaxed) < n) return false;
-  if (counter.fetch_sub(n, on_success) >= n) return true;
+GPUALLOC_HD bool try_take_counted(device_atomic<T> counter, T n, cuda::memory_order on_success = relaxed,
+                                  T keep = 0) {
+  if (counter.load(relaxed) < n + keep) return false;
+  if (counter.fetch_sub(n, on_success) >= n + keep) return true;
   counter.fetch_add(n, relaxed);
   return false;
 }

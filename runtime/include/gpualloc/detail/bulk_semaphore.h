@@ -96,16 +96,11 @@ struct bulk_semaphore {
   }
 
   // Takes n only if C keeps at least `keep` afterwards; never waits. Looks
-  // first and undoes a lost race, as try_take_counted: a compare-and-swap
+  // first and undoes a lost race (try_take_counted): a compare-and-swap
   // loop here retried about 900 times per call against the frees'
   // signals (ncu, 2^20 frees of 16 B pages: 75 % of the samples).
   GPUALLOC_HD bool try_reduce(std::uint64_t n, std::int64_t keep = 0) {
-    device_atomic<std::int64_t> c(count);
-    const auto m = static_cast<std::int64_t>(n);
-    if (c.load(relaxed) < m + keep) return false;
-    if (c.fetch_sub(m, acquire) >= m + keep) return true;
-    c.fetch_add(m, relaxed);
-    return false;
+    return try_take_counted(device_atomic<std::int64_t>(count), static_cast<std::int64_t>(n), acquire, keep);
   }
 
   // Takes min(C, n) and returns it.
