@@ -27,14 +27,18 @@
 //            then ROUNDS rounds in which each slot, with p = 1/4, frees its
 //            block and allocates a new one (live count constant), until the
 //            first round with a NULL
+//   growth   Ouroboros' growth test: iterations in which THREADS threads
+//            allocate and half of the blocks are freed again, until the first
+//            NULL; the live set's address range after each iteration
 //   init     context creation, first launch, and gpualloc_reset() time
 //   regs     registers and local memory of every kernel
 //
 // A point is  SIZE[-SIZEMAX]xTHREADS[xITERS], e.g. 16x1048576, 16-4096x1048576,
 // 16x65536x10; for churn SIZE[-SIZEMAX]xPERCENTxROUNDS, e.g. 16-4096x90x200
-// (the slot count follows from the heap). --baseline none runs the same
-// kernels with no allocation at all, --baseline bump with a hand-written
-// warp-aggregated bump pointer (sources.h).
+// (the slot count follows from the heap); for growth SIZE[-SIZEMAX]xTHREADS,
+// THREADS even (the iteration cap follows from the heap). --baseline none
+// runs the same kernels with no allocation at all, --baseline bump with a
+// hand-written warp-aggregated bump pointer (sources.h).
 //
 // Timing (timing.h): every timed kernel runs in a gated batch, so each event
 // pair brackets one kernel already queued; a point takes up to --reps
@@ -221,6 +225,32 @@ __global__ void k_churn(void** ptrs, unsigned* sizes, size_rule r, unsigned long
   ptrs[slot] = p;
 }
 
+// Growth, the allocations of one iteration (n threads, n even): thread t
+// allocates a block; odd threads keep theirs in live[first + t / 2] (live
+// until the end), even threads leave theirs in fresh[t / 2] for the
+// iteration's free kernel (k_free over fresh), so the live set grows by n / 2
+// blocks per iteration. Both blocks of a pair have the id first + t / 2 (their
+// size; the value stored). A NULL counts in *nulls. As in k_churn, an
+// iteration queued behind one that saw a NULL only passes that count on; it
+// also empties fresh, so its free kernel frees nothing.
+template <class Source>
+__global__ void k_growth(void** live, void** fresh, size_rule r, unsigned long long first, unsigned long long n,
+                         const unsigned long long* before, unsigned long long* nulls, Source source) {
+  unsigned long long t = gtid();
+  if (t >= n) return;
+  if (*before != 0) {
+    if (t == 0) *nulls = *before;
+    if (t % 2 == 0) fresh[t / 2] = nullptr;
+    return;
+  }
+  const unsigned long long id = first + t / 2;
+  void* p = source.take(t / 32, size_of(r, id));
+  if (p) *static_cast<unsigned*>(p) = static_cast<unsigned>(id + 1);
+  else atomicAdd(nulls, 1ull);
+  if (t % 2) live[id] = p;
+  else fresh[t / 2] = p;
+}
+
 // ---- verification (never timed) ------------------------------------------
 
 // The size of allocation i: from sizes[] when given, else from the rule.
@@ -275,6 +305,33 @@ __global__ void k_check(void** ptrs, const unsigned* sizes, size_rule r, unsigne
   if (!ok) atomicAdd(&out->corrupt, 1ull);
 }
 
+// Growth: the extent of each iteration's kept blocks. Block b reduces live
+// slots [b * kept, (b + 1) * kept) (iteration b + 1) into out[b]: lowest,
+// highest_end and requested; NULL slots are skipped.
+__global__ void k_iteration_extent(void* const* live, size_rule r, unsigned long long kept, check_result* out) {
+  __shared__ unsigned long long lowest, highest_end, requested;
+  if (threadIdx.x == 0) {
+    lowest = ~0ull;
+    highest_end = requested = 0;
+  }
+  __syncthreads();
+  unsigned long long lo = ~0ull, hi = 0, bytes = 0;
+  for (unsigned long long i = threadIdx.x; i < kept; i += blockDim.x) {
+    const unsigned long long slot = blockIdx.x * kept + i;
+    const unsigned long long a = reinterpret_cast<unsigned long long>(live[slot]);
+    if (!a) continue;
+    const unsigned long long sz = size_of(r, slot);
+    lo = std::min(lo, a);
+    hi = std::max(hi, a + sz);
+    bytes += sz;
+  }
+  atomicMin(&lowest, lo);
+  atomicMax(&highest_end, hi);
+  atomicAdd(&requested, bytes);
+  __syncthreads();
+  if (threadIdx.x == 0) out[blockIdx.x] = check_result{0, 0, 0, 0, lowest, highest_end, requested};
+}
+
 __global__ void k_count_nulls(void* const* ptrs, unsigned long long n, unsigned long long* nulls) {
   unsigned long long t = gtid();
   if (t >= n) return;
@@ -291,7 +348,8 @@ __global__ void k_free_one(void** in) { free(*in); }
 
 // ---- host side -------------------------------------------------------------
 
-unsigned grid(unsigned long long n) { return static_cast<unsigned>((n + kBlock - 1) / kBlock); }
+// Blocks for n threads; at least one (a launch over nothing is still valid).
+unsigned grid(unsigned long long n) { return static_cast<unsigned>(std::max(1ull, (n + kBlock - 1) / kBlock)); }
 
 struct point {
   unsigned long long lo = 16, hi = 0, threads = 1, iters = 1;
@@ -724,6 +782,65 @@ void run_oom(const context& c, const point& p) {
   bench::emit(tm);
 }
 
+// What run_rounds reports.
+struct rounds_run {
+  unsigned ok = 0;                   // rounds without a NULL
+  unsigned first_null = 0;           // the round of the first NULL (0: none)
+  unsigned long long nulls_then = 0; // the NULLs of that round
+  bool budget_hit = false;           // the time budget (from t0) ended the rounds
+  bool gate_timed_out = false;
+};
+
+// Rounds 1..rounds of a test that runs until its first NULL (churn, growth),
+// in gated batches (timing.h): the first batch holds one round, later ones as
+// many as the time budget has room for (at most 32). enqueue(k, m, at)
+// enqueues round k, recording its marks_per_round marks at m.at(at + i); the
+// round counts its NULLs in nulls[k] (device memory) and does nothing but pass
+// nulls[k - 1] on when that is not 0. collect(m, at) reads a round's times,
+// for every round up to and including the first with a NULL. Every kernel of
+// a round must have run before (lazy loading, see timing.h).
+template <class Enqueue, class Collect>
+rounds_run run_rounds(const context& c, std::chrono::steady_clock::time_point t0, unsigned rounds, int marks_per_round,
+                      const unsigned long long* nulls, Enqueue enqueue, Collect collect) {
+  constexpr int kMaxBatch = 32;
+  bench::gate& g = bench::the_gate();
+  bench::marks m(static_cast<size_t>(marks_per_round) * kMaxBatch);
+  std::vector<unsigned long long> batch_nulls(kMaxBatch);
+  rounds_run run;
+  double per_round_ms = 0;
+  for (unsigned next = 1; next <= rounds && !run.first_null;) {
+    const double elapsed = bench::wall_ms_since(t0);
+    if (elapsed > c.limits.budget_ms) {
+      run.budget_hit = true;
+      break;
+    }
+    int n = 1;
+    if (next > 1) n = static_cast<int>(std::clamp((c.limits.budget_ms - elapsed) / std::max(per_round_ms, 1e-3), 1.0,
+                                                  static_cast<double>(kMaxBatch)));
+    n = static_cast<int>(std::min<unsigned>(n, rounds - next + 1));
+    const auto s0 = std::chrono::steady_clock::now();
+    g.close();
+    for (int k = 0; k < n; ++k) enqueue(next + k, m, static_cast<size_t>(k) * marks_per_round);
+    g.open();
+    BENCH_CUDA(cudaDeviceSynchronize());
+    BENCH_CUDA(cudaGetLastError());
+    run.gate_timed_out |= g.timed_out();
+    per_round_ms = bench::wall_ms_since(s0) / n;
+    BENCH_CUDA(cudaMemcpy(batch_nulls.data(), nulls + next, n * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+    for (int k = 0; k < n && !run.first_null; ++k) {
+      collect(m, static_cast<size_t>(k) * marks_per_round);
+      if (batch_nulls[k]) {
+        run.first_null = next + k;
+        run.nulls_then = batch_nulls[k];
+      } else {
+        ++run.ok;
+      }
+    }
+    next += n;
+  }
+  return run;
+}
+
 // Utilization under churn. The point is SIZE[-MAX]xPERCENTxROUNDS: slots are
 // filled (the churn kernel over empty slots, in batches) until the bytes
 // requested reach PERCENT % of the heap, then ROUNDS rounds of the churn
@@ -746,7 +863,6 @@ void run_churn(const context& c, const point& p) {
   if (slots >> 32) bench::fatal("churn point '%s': %llu slots (at most 2^32)", p.text.c_str(), slots);
   const unsigned rounds = static_cast<unsigned>(p.iters);
   constexpr unsigned long long kFillBatch = 1 << 18;
-  constexpr int kMaxBatch = 32;  // rounds per gated batch
   dbuf<void*> ptrs(slots);
   dbuf<unsigned> sizes(slots);
   dbuf<unsigned long long> nulls(rounds + 1);  // [0]: the fill, [k]: round k
@@ -768,53 +884,21 @@ void run_churn(const context& c, const point& p) {
     BENCH_CUDA(cudaMemcpy(&fill_nulls, nulls.p, sizeof fill_nulls, cudaMemcpyDeviceToHost));
   }
 
-  // Rounds (the fill has loaded k_churn, so a batch can wait behind the gate):
-  // the first batch holds one round, later ones as many as the budget has room for.
+  // Rounds (the fill has loaded k_churn, so a batch can wait behind the gate).
+  // Marks per round: 0 | churn | 1.
   std::vector<double> round_ms;
-  unsigned rounds_ok = 0, first_null = 0;  // rounds without a NULL; the round of the first NULL (0: none)
-  unsigned long long nulls_then = 0;
-  bool gate_timed_out = false;
+  rounds_run run;
   if (!fill_nulls && !budget_hit) {
-    bench::gate& g = bench::the_gate();
-    bench::marks m(2 * kMaxBatch);
-    std::vector<unsigned long long> batch_nulls(kMaxBatch);
-    double per_round_ms = 0;
-    for (unsigned next = 1; next <= rounds && !first_null;) {
-      const double elapsed = bench::wall_ms_since(t0);
-      if (elapsed > c.limits.budget_ms) {
-        budget_hit = true;
-        break;
-      }
-      int n = 1;
-      if (next > 1) n = static_cast<int>(std::clamp((c.limits.budget_ms - elapsed) / std::max(per_round_ms, 1e-3), 1.0,
-                                                    static_cast<double>(kMaxBatch)));
-      n = static_cast<int>(std::min<unsigned>(n, rounds - next + 1));
-      const auto s0 = std::chrono::steady_clock::now();
-      g.close();
-      for (int k = 0; k < n; ++k) {
-        m.at(2 * k);
-        k_churn<<<grid(slots), kBlock>>>(ptrs.p, sizes.p, r, 0, slots, next + k, nulls.p + next + k - 1,
-                                          nulls.p + next + k, heap_source{});
-        m.at(2 * k + 1);
-      }
-      g.open();
-      BENCH_CUDA(cudaDeviceSynchronize());
-      BENCH_CUDA(cudaGetLastError());
-      gate_timed_out |= g.timed_out();
-      per_round_ms = bench::wall_ms_since(s0) / n;
-      BENCH_CUDA(cudaMemcpy(batch_nulls.data(), nulls.p + next, n * sizeof(unsigned long long),
-                            cudaMemcpyDeviceToHost));
-      for (int k = 0; k < n && !first_null; ++k) {
-        round_ms.push_back(m.ms(2 * k, 2 * k + 1));
-        if (batch_nulls[k]) {
-          first_null = next + k;
-          nulls_then = batch_nulls[k];
-        } else {
-          ++rounds_ok;
-        }
-      }
-      next += n;
-    }
+    run = run_rounds(
+        c, t0, rounds, 2, nulls.p,
+        [&](unsigned k, bench::marks& m, size_t at) {
+          m.at(at);
+          k_churn<<<grid(slots), kBlock>>>(ptrs.p, sizes.p, r, 0, slots, k, nulls.p + k - 1, nulls.p + k,
+                                            heap_source{});
+          m.at(at + 1);
+        },
+        [&](const bench::marks& m, size_t at) { round_ms.push_back(m.ms(at, at + 1)); });
+    budget_hit = run.budget_hit;
   }
 
   const check_result chk = verify_now(ptrs.p, sizes.p, r, slots, 0);
@@ -825,16 +909,16 @@ void run_churn(const context& c, const point& p) {
 
   // outcome: held (every round without a NULL), null (first_null: fill or a
   // round), cut (the time budget ended it first).
-  const bool null_seen = fill_nulls || first_null;
+  const bool null_seen = fill_nulls || run.first_null;
   const char* outcome = null_seen ? "null" : budget_hit ? "cut" : "held";
   std::string null_at;  // where the first NULL came, and how many that round (or the fill) saw
   if (fill_nulls) null_at = " first_null=fill nulls_then=" + std::to_string(fill_nulls);
-  else if (first_null)
-    null_at = " first_null=" + std::to_string(first_null) + " nulls_then=" + std::to_string(nulls_then);
+  else if (run.first_null)
+    null_at = " first_null=" + std::to_string(run.first_null) + " nulls_then=" + std::to_string(run.nulls_then);
   char note[320];
   std::snprintf(note, sizeof note,
                 "outcome=%s%s slots=%llu rounds=%u/%u live_end=%.4f heap=%llu %s realloc_after_free_nulls=%llu/%llu%s",
-                outcome, null_at.c_str(), slots, rounds_ok, rounds, static_cast<double>(chk.requested) / heap, heap,
+                outcome, null_at.c_str(), slots, run.ok, rounds, static_cast<double>(chk.requested) / heap, heap,
                 describe(chk).c_str(), again, batch, budget_hit ? " stopped_by_time_budget" : "");
   const int failures = chk.corrupt || chk.misaligned ? 1 : 0;
   bench::row u = make_row(c, p, "util");
@@ -847,15 +931,122 @@ void run_churn(const context& c, const point& p) {
   bench::row rd = make_row(c, p, "util");
   rd.metric = "rounds";
   rd.unit = "rounds";
-  rd.s = bench::summarize({static_cast<double>(rounds_ok)});
+  rd.s = bench::summarize({static_cast<double>(run.ok)});
   rd.failures = failures;
   rd.note = std::string("outcome=") + outcome;
   bench::emit(rd);
   bench::row tm = make_row(c, p, "round");
   tm.s = bench::summarize(round_ms);
   tm.failures = failures;
-  tm.note = gate_timed_out ? "gate timed out (times may include launch gaps)" : "";
+  tm.note = run.gate_timed_out ? "gate timed out (times may include launch gaps)" : "";
   bench::emit(tm);
+}
+
+// Growth (Ouroboros, section 6.1.3, Fig. 3 bottom right). The point is
+// SIZE[-MAX]xTHREADS: every iteration THREADS threads allocate one block each
+// (k_growth), then a second kernel frees every other one of them (k_free over
+// fresh), so the live set grows by THREADS / 2 blocks per iteration. It stops
+// at the first iteration with a NULL, after as many iterations as would fill
+// the heap 5% over (then it fails, as oom), or when the time budget is spent.
+// Iterations run as churn's rounds (run_rounds), both kernels timed. Then
+// every live block is filled and checked, the live set's address range after
+// each iteration is taken from the extents of the iterations' kept blocks,
+// and all are freed.
+void run_growth(const context& c, const point& p) {
+  if (c.baseline()) return;
+  if (p.threads % 2) bench::fatal("growth point '%s': THREADS must be even (half are freed)", p.text.c_str());
+  if (c.api.reset && !c.api.do_reset()) bench::fatal("gpualloc_reset failed");
+  const size_rule r{p.lo, p.hi, c.seed};
+  const unsigned long long heap = c.api.heap();
+  if (!heap) bench::fatal("growth: heap size unknown");
+  const unsigned long long kept = p.threads / 2;  // blocks an iteration adds to the live set
+  const unsigned long long avg = p.hi ? (p.lo + p.hi) / 2 : p.lo;
+  const unsigned cap = static_cast<unsigned>(heap / avg * 21 / 20 / kept + 2);  // as oom: 5% over the heap
+  dbuf<void*> live(cap * kept), fresh(kept);
+  dbuf<unsigned long long> nulls(cap + 1);  // [k]: the NULLs of iteration k; [0] stays 0
+  BENCH_CUDA(cudaMemset(live.p, 0, cap * kept * sizeof(void*)));
+  BENCH_CUDA(cudaMemset(nulls.p, 0, (cap + 1) * sizeof(unsigned long long)));
+  // Load both kernels (lazy loading) before the first gated batch: launches with no work.
+  k_growth<<<1, 1>>>(live.p, fresh.p, r, 0, 0, nulls.p, nulls.p, heap_source{});
+  k_free<<<1, 1>>>(fresh.p, 0, heap_source{});
+  BENCH_CUDA(cudaDeviceSynchronize());
+
+  // Marks per iteration: 0 | alloc | 1 | free | 2.
+  std::vector<double> alloc_ms, free_ms;
+  const rounds_run run = run_rounds(
+      c, std::chrono::steady_clock::now(), cap, 3, nulls.p,
+      [&](unsigned k, bench::marks& m, size_t at) {
+        m.at(at);
+        k_growth<<<grid(p.threads), kBlock>>>(live.p, fresh.p, r, (k - 1) * kept, p.threads, nulls.p + k - 1,
+                                              nulls.p + k, heap_source{});
+        m.at(at + 1);
+        k_free<<<grid(kept), kBlock>>>(fresh.p, kept, heap_source{});
+        m.at(at + 2);
+      },
+      [&](const bench::marks& m, size_t at) {
+        alloc_ms.push_back(m.ms(at, at + 1));
+        free_ms.push_back(m.ms(at + 1, at + 2));
+      });
+
+  const unsigned done = run.first_null ? run.first_null : run.ok;  // iterations that ran
+  const unsigned long long slots = done * kept;
+  const check_result chk = verify_now(live.p, nullptr, r, slots, 0);
+  std::vector<check_result> extent(done);
+  if (done) {
+    dbuf<check_result> d(done);
+    k_iteration_extent<<<done, kBlock>>>(live.p, r, kept, d.p);
+    BENCH_CUDA(cudaMemcpy(extent.data(), d.p, done * sizeof(check_result), cudaMemcpyDeviceToHost));
+  }
+  k_free<<<grid(slots), kBlock>>>(live.p, slots, heap_source{});
+  BENCH_CUDA(cudaDeviceSynchronize());
+
+  // outcome: null (first_null), cut (the time budget ended it first), cap (no
+  // NULL where the heap must have run out: a failure).
+  const bool at_cap = !run.first_null && !run.budget_hit;
+  const char* outcome = run.first_null ? "null" : at_cap ? "cap" : "cut";
+  const double range = chk.checked ? static_cast<double>(chk.highest_end - chk.lowest) : 0;
+  const int failures = chk.corrupt || chk.misaligned || at_cap ? 1 : 0;
+  char note[320];
+  std::snprintf(note, sizeof note,
+                "outcome=%s first_null=%u nulls_then=%llu iterations=%u/%u requested=%llu range_ratio=%.4f heap=%llu "
+                "%s%s",
+                outcome, run.first_null, run.nulls_then, run.ok, cap, chk.requested,
+                chk.requested ? range / chk.requested : 0.0, heap, describe(chk).c_str(),
+                run.budget_hit ? " stopped_by_time_budget" : "");
+  auto emit_value = [&](const char* phase, const char* metric, const char* unit, double v) {
+    bench::row row = make_row(c, p, phase);
+    row.metric = metric;
+    row.unit = unit;
+    row.s = bench::summarize({v});
+    row.failures = failures;
+    row.note = note;
+    bench::emit(row);
+  };
+  emit_value("util", "iterations", "iterations", run.ok);
+  emit_value("util", "utilization", "fraction", static_cast<double>(chk.requested) / heap);
+  emit_value("range", "range", "B", range);
+  // The live set's address range after iteration k (at most 64 rows, the last
+  // iteration always): `iters` holds k, the note the bytes live then.
+  const unsigned step = (done + 63) / 64;
+  unsigned long long lowest = ~0ull, highest_end = 0, requested = 0;
+  for (unsigned k = 1; k <= done; ++k) {
+    const check_result& e = extent[k - 1];
+    lowest = std::min(lowest, e.lowest);
+    highest_end = std::max(highest_end, e.highest_end);
+    requested += e.requested;
+    if (k % step && k != done) continue;
+    bench::row row = make_row(c, p, "iteration");
+    row.iters = k;
+    row.metric = "range";
+    row.unit = "B";
+    row.s = bench::summarize({highest_end > lowest ? static_cast<double>(highest_end - lowest) : 0});
+    row.failures = failures;
+    row.note = "requested=" + std::to_string(requested);
+    bench::emit(row);
+  }
+  const std::string timing = run.gate_timed_out ? "gate timed out (times may include launch gaps)" : "";
+  emit_times(c, p, "alloc", alloc_ms, failures, timing);
+  emit_times(c, p, "free", free_ms, failures, timing);
 }
 
 // Initialisation: context, first launch (module load + heap set-up), reset.
@@ -970,7 +1161,7 @@ void run_coalesce(const context& c, const point& p) {
 
 void usage() {
   std::printf(
-      "usage: gpualloc-bench-alloc --test single|mixed|scaling|coalesce|acd|prob|oom|churn|init|regs\n"
+      "usage: gpualloc-bench-alloc --test single|mixed|scaling|coalesce|acd|prob|oom|churn|growth|init|regs\n"
       "         [--points SIZE[-MAX]xTHREADS[xITERS],...  (churn: SIZE[-MAX]xPERCENTxROUNDS)] [--mode warm|reset]\n"
       "         [--reps N] [--min-reps N] [--warmup N] [--budget-s SECONDS] [--hard-limit-s SECONDS]\n"
       "         [--seed N] [--baseline none|bump] [--reset-each-rep]\n"
@@ -1051,6 +1242,8 @@ int main(int argc, char** argv) {
       run_oom(c, p);
     else if (c.test == "churn")
       run_churn(c, p);
+    else if (c.test == "growth")
+      run_growth(c, p);
     else
       bench::fatal("unknown test '%s'", c.test.c_str());
   }
