@@ -18,6 +18,11 @@
 //              held twice, the back always names a live queue chunk of its
 //              ordinal and the oldest chunk never passes it (Q2), and the
 //              queues keep moving (a stuck put is reported, not waited for)
+//  array queue threads take batches of 1-32 entries from an array queue
+//              (storage.h array_queue, VA) and put them back, so its chunks
+//              fill, drain and are recycled by segment counts: no entry lost
+//              or held twice, and the queue holds only the chunks its
+//              entries need (a missed segment count would strand a chunk)
 //  layout      plans of the six variants for arenas of 1 KiB .. 80 GiB: the
 //              tables in order inside the arena, the chunks after them
 //  sizes       every request size of 16 B .. 8 KiB gets a page that holds it,
@@ -305,6 +310,84 @@ void test_list_queues() {
   std::printf("  list queues: %u shallow queues, %" PRIu64 " takes and puts\n", queues, moves.load());
 }
 
+// storage.h's array queue: takes marked in their slots, chunks recycled once
+// every segment of them is counted.
+void test_array_queue() {
+  namespace ouro = gpualloc::strategies::ouro;
+  using gpualloc::strategies::ouroboros_p_va;
+  using entry = std::uint32_t;
+  using array = ouro::array_queue;
+  constexpr unsigned queue = 0;
+  constexpr entry entries = 3000;  // a chunk and a half of slots
+  constexpr std::uint64_t bytes = 64ull << 20, takes_per_thread = 200000;
+  std::unique_ptr<std::byte[]> memory(new (std::align_val_t{4096}) std::byte[bytes]);
+  const gpualloc::arena a{memory.get(), bytes};
+  static ouroboros_p_va::state s;
+  ouroboros_p_va::plan(s, a, gpualloc::device_facts{});
+  ouroboros_p_va::init(s, a, 0, 0, 1);
+  const ouro::heap h{s.L, a.begin};
+  ouro::queue_control& q = h.queue(queue);
+  if (!array::reserve_slots<entry>(h, queue, entries)) FAIL("array queue: no reservation");
+  for (entry e = 0; e < entries; ++e) {
+    q.fill.add(1);
+    array::put<entry>(h, queue, q.ends.reserve_back(1), e);
+  }
+  std::vector<std::atomic<int>> owner(entries);
+  std::atomic<int> lost{0}, twice{0}, running{threads};
+  std::atomic<std::uint64_t> moves{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      std::vector<entry> held;
+      for (std::uint64_t done = 0; done < takes_per_thread;) {
+        const auto n = static_cast<std::int64_t>(1 + rng() % 32);
+        if (!q.fill.try_take(n)) continue;
+        const std::uint64_t first = q.ends.reserve_front(static_cast<std::uint64_t>(n));
+        for (std::int64_t i = 0; i < n; ++i) {  // as a group's lanes, in rank order
+          const entry e = array::take<entry>(h, queue, first + static_cast<std::uint64_t>(i));
+          if (e >= entries) {
+            lost.fetch_add(1);
+            continue;
+          }
+          if (owner[e].exchange(1) != 0) twice.fetch_add(1);
+          held.push_back(e);
+        }
+        const std::uint64_t back = q.ends.reserve_back(held.size());
+        for (std::size_t i = 0; i < held.size(); ++i) {
+          owner[held[i]].store(0);
+          array::put<entry>(h, queue, back + i, held[i]);
+        }
+        q.fill.add(static_cast<std::int64_t>(held.size()));
+        done += held.size();
+        moves.fetch_add(held.size(), std::memory_order_relaxed);
+        held.clear();
+      }
+      running.fetch_sub(1);
+    });
+  for (std::uint64_t last = ~std::uint64_t{0}; running.load() != 0;) {  // a take that waits forever is reported
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const std::uint64_t now = moves.load();
+    if (now == last) {
+      FAIL("array queue: stuck after %" PRIu64 " takes (a take or a segment count waits forever)", now);
+      std::fflush(stdout);
+      std::_Exit(1);  // the stuck threads never return
+    }
+    last = now;
+  }
+  for (auto& t : ts) t.join();
+  if (lost || twice) FAIL("array queue: %d entries out of range, %d held twice", lost.load(), twice.load());
+  unsigned queue_chunks = 0;
+  for (std::uint32_t x = 0; x < s.L.chunks; ++x)
+    queue_chunks += ouro::descriptor::kind(h.load_desc(x)) == ouro::descriptor::queue;
+  const std::uint64_t cycles = q.ends.front / ouro::spots<entry>;
+  // The live positions [front, back) span at most 3 chunks, one more is placed in advance.
+  if (queue_chunks > 4)
+    FAIL("array queue: %u queue chunks after %" PRIu64 " chunks' worth of takes", queue_chunks, cycles);
+  std::printf("  array queue: %d threads, %" PRIu64 " chunks' worth of takes, %u queue chunks left\n", threads, cycles,
+              queue_chunks);
+}
+
 void test_layouts() {
   using namespace gpualloc::strategies;
   int plans = 0;
@@ -395,6 +478,7 @@ int main(int argc, char** argv) {
   test_index_slots();
   test_bit_field();
   test_list_queues();
+  test_array_queue();
   test_layouts();
   test_sizes();
   std::printf("%s\n", failures.load() == 0 ? "ok" : "FAILED");

@@ -51,6 +51,56 @@ struct index_slot {
   GPUALLOC_HD static void clear(Entry& slot) { device_atomic<Entry>(slot).store(empty, relaxed); }
 };
 
+// Slots that hold one index per life: empty -> the index (index_slot::put)
+// -> taken (once_slot::take), never back until the memory they live in is
+// cleared for a new life (Ouroboros' array queues: a queue chunk's slots are
+// cleared when it is placed and each is put and taken once before it is
+// recycled). The take leaves a mark where index_slot::take leaves the
+// deletion marker, so a thread can see from the slots alone that the takes
+// of others are over (all_taken), where a count of takes would cost every
+// take an atomic on one shared address.
+//
+// Memory ordering: take is an acquire load, as index_slot's. The taken mark
+// is a release store, and all_taken acquires every mark it read: the takes
+// it waited for happen before what its caller does next. all_taken reads
+// relaxed in batches (acquire loads would go out one at a time) and ends
+// with one acquire fence; ThreadSanitizer does not model fences, so the host
+// build reads each slot with acquire instead.
+template <class Entry>
+struct once_slot {
+  static constexpr Entry empty = index_slot<Entry>::empty;
+  static constexpr Entry taken = static_cast<Entry>(empty - 1);  // never a valid index
+
+  GPUALLOC_HD static Entry take(Entry& slot) {
+    device_atomic<Entry> s(slot);
+    Entry e = s.load(acquire);
+    for (backoff b; e == empty; e = s.load(acquire)) b.pause();  // its put has not landed yet
+    s.store(taken, release);
+    return e;
+  }
+
+  // Waits until slots[0 .. n) are all taken.
+  GPUALLOC_HD static void all_taken(Entry* slots, std::uint64_t n) {
+    backoff b;
+    for (std::uint64_t i = 0; i < n;) {
+      Entry v[batch];
+      for (unsigned j = 0; j < batch; ++j)
+        if (i + j < n) v[j] = device_atomic<Entry>(slots[i + j]).load(scan_order);
+      unsigned done = 0;
+      while (done < batch && i + done < n && v[done] == taken) ++done;
+      if (done < batch && i + done < n) b.pause();  // that slot's take is not over: look again from it
+      i += done;
+    }
+#if GPUALLOC_ON_DEVICE
+    cuda::atomic_thread_fence(acquire, cuda::thread_scope_device);
+#endif
+  }
+
+ private:
+  static constexpr unsigned batch = 16;  // loads in flight at once
+  static constexpr auto scan_order = GPUALLOC_ON_DEVICE ? relaxed : acquire;
+};
+
 // The two ends of a queue, on separate cache lines.
 struct queue_ends {
   alignas(128) std::uint64_t front;  // positions below it have been (or are being) dequeued
