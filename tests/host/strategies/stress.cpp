@@ -41,6 +41,7 @@
 
 #include <algorithm>
 #include <barrier>
+#include <bit>
 #include <cinttypes>
 
 #if HOST_TEST_TSAN
@@ -317,10 +318,15 @@ void test_exhaustion(const strategy_info& s, test_heap& heap, const options& o) 
   if (n4 == 0 || n4 * 9000 < n1 * 4096 * 8 / 10)
     FAIL("%s exhaustion: only %" PRIu64 " 9000 B blocks after freeing small ones", name().c_str(), n4);
 
-  // All threads at once, three cycles.
-  std::uint64_t totals[3] = {};  // bytes
+  // All threads at once, three cycles, each thread one size. A size-class
+  // allocator (Ouroboros' pages) may round a request up to a power of two:
+  // that waste is its design, memory stranded by concurrency is not. So the
+  // blocks must cover 70% of the arena as requested, or 90% counted at their
+  // power-of-two class.
+  const auto power_of_two_class = [](std::uint64_t size) { return std::bit_ceil(size); };
+  std::uint64_t totals[3] = {}, class_totals[3] = {};  // bytes
   for (int cycle = 0; cycle < 3; ++cycle) {
-    std::atomic<std::uint64_t> total{0};
+    std::atomic<std::uint64_t> total{0}, class_total{0};
     std::atomic<bool> bad{false};
     std::barrier<> full(o.threads);
     std::vector<std::thread> ts;
@@ -331,17 +337,23 @@ void test_exhaustion(const strategy_info& s, test_heap& heap, const options& o) 
         const std::uint64_t size = 256 + 16 * r.below(256);
         std::vector<block> mine = exhaust(h, heap, size, cap, t, over);
         total += mine.size() * size;
+        class_total += mine.size() * power_of_two_class(size);
         full.arrive_and_wait();
         if (over || !release_all(heap, mine, true, t)) bad = true;
       });
     for (auto& t : ts) t.join();
     totals[cycle] = total;
+    class_totals[cycle] = class_total;
     if (bad) FAIL("%s exhaustion, %d threads: blocks overlap or were overwritten", name().c_str(), o.threads);
   }
-  std::printf("  exhaustion, %d threads (each until its first NULL, 256-4336 B): %.1f%%, %.1f%%, %.1f%% of the arena\n",
-              o.threads, 100.0 * totals[0] / arena, 100.0 * totals[1] / arena, 100.0 * totals[2] / arena);
-  for (std::uint64_t t : totals)
-    if (t < arena * 7 / 10) FAIL("%s exhaustion, threads: less than 70%% of the arena allocated", name().c_str());
+  std::printf("  exhaustion, %d threads (each until its first NULL, 256-4336 B): %.1f%%, %.1f%%, %.1f%% of the arena"
+              " (%.1f%%, %.1f%%, %.1f%% at power-of-two classes)\n",
+              o.threads, 100.0 * totals[0] / arena, 100.0 * totals[1] / arena, 100.0 * totals[2] / arena,
+              100.0 * class_totals[0] / arena, 100.0 * class_totals[1] / arena, 100.0 * class_totals[2] / arena);
+  for (int cycle = 0; cycle < 3; ++cycle)
+    if (totals[cycle] < arena * 7 / 10 && class_totals[cycle] < arena * 9 / 10)
+      FAIL("%s exhaustion, threads: less than 70%% of the arena allocated (90%% at power-of-two classes)",
+           name().c_str());
 }
 
 void test_checked(const strategy_info& s, const options& o, std::uint64_t heap_bytes) {
