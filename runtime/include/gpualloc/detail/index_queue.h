@@ -91,14 +91,12 @@ struct once_slot {
       if (done < batch && i + done < n) b.pause();  // that slot's take is not over: look again from it
       i += done;
     }
-#if GPUALLOC_ON_DEVICE
-    cuda::atomic_thread_fence(acquire, cuda::thread_scope_device);
-#endif
+    acquire_fence_on_device();
   }
 
  private:
   static constexpr unsigned batch = 16;  // loads in flight at once
-  static constexpr auto scan_order = GPUALLOC_ON_DEVICE ? relaxed : acquire;
+  static constexpr auto scan_order = relaxed_on_device(acquire);
 };
 
 // The two ends of a queue, on separate cache lines.

@@ -46,9 +46,15 @@
 //     the threads that lower an unheld block's count, exactly one reaches
 //     0, and the threshold below is crossed once per retirement.
 //  Q1 A retired block (no flag) whose count falls to 3K/4 or below (a
-//     quarter of its objects free, at least) is queued: it reserves room in
-//     its class's queue (none left: it stays retired), one compare-and-swap
-//     sets `queued` with a new ticket, then its segment goes into the queue.
+//     quarter of its objects free, at least) is queued by the one thread
+//     whose own change made it so (B4: the decrement that crossed 3K/4, or
+//     the retirement of a block already below): it reserves room in its
+//     class's queue (none left: the block stays retired until all of it is
+//     free), one compare-and-swap sets `queued` with a new ticket, then its
+//     segment goes into the queue. (When every free that found the block
+//     below 3K/4 tried, a burst of frees raced for each block's queueing:
+//     a third of a 16 B free kernel's warps took room, lost the
+//     compare-and-swap and gave the room back; ncu, H200.)
 //     (Reused from half free, churn kept ~60% of a heap live; from a
 //     quarter, ~70-80%: sm_slab_parts.cpp --report.) A queue entry is a
 //     hint: a refill dequeues a segment and takes it only if it is queued
@@ -72,8 +78,9 @@
 // Memory ordering: a pass starts with `holds` and the bitmap written, then
 // the cursor stored with release (start); a claim's add is acquire, so the
 // claimer sees both. Bits: fetch-or release (the freer's writes go with the object),
-// fetch-and acquire. `holds`: every read-modify-write acq_rel, so the
-// releaser is ordered after every free and settlement before it, and the
+// fetch-and acquire. `holds`: every read-modify-write acq_rel (a free's
+// decrement on the device: release, and the releaser fences: free_decrement),
+// so the releaser is ordered after every free and settlement before it, and the
 // next formatter after the releaser (through the tree, bit_tree.h). (A free's
 // decrement relaxed, with the releaser waiting for every bit instead, made
 // frees slower, not faster: H100, 16 B 0.076 -> 0.14 ms.) Queue entries:
@@ -191,8 +198,8 @@ class blocks {
   // bitmap (`bits`, `lanes` objects): B1, then the count (B2, Q1, Q2).
   GPUALLOC_HD void give_back(std::uint32_t seg, std::uint32_t w, std::uint64_t bits, std::uint32_t lanes) const {
     detail::device_atomic<std::uint64_t>(bitmap(seg)[w]).fetch_or(bits, detail::release);
-    const std::uint64_t after = holds(seg).fetch_sub(lanes, detail::acq_rel) - lanes;
-    if ((after & in_slot) == 0) dropped(seg, after);
+    const std::uint64_t after = holds(seg).fetch_sub(lanes, free_decrement) - lanes;
+    if (worth_a_look(after)) dropped(seg, after, lanes);
   }
 
   // Where this SM's next search for a span of 2^k segments (k > 0) starts:
@@ -263,7 +270,7 @@ class blocks {
 
   // A slot lets go of seg (replaced with its pass past K, or never started).
   GPUALLOC_HD void retire(std::uint32_t seg) const {
-    dropped(seg, holds(seg).fetch_sub(in_slot, detail::acq_rel) - in_slot);
+    dropped(seg, holds(seg).fetch_sub(in_slot, detail::acq_rel) - in_slot, in_slot);
   }
 
   // The highest run of `count` free segments, handed out whole; its first
@@ -338,7 +345,7 @@ class blocks {
   // Positions of the running pass a claimer took but found no free bit at.
   __attribute__((noinline)) GPUALLOC_HD void settle_missed(std::uint32_t seg, std::uint32_t missed) const {
     const std::uint64_t after = holds(seg).fetch_sub(missed, detail::acq_rel) - missed;
-    if ((after & in_slot) == 0) dropped(seg, after);
+    if (worth_a_look(after)) dropped(seg, after, missed);
   }
 
   // B3: an add of n that came back as `before` from another class's pass.
@@ -350,29 +357,48 @@ class blocks {
     if (first < K) settle_missed(seg, n < K - first ? n : K - first);
   }
 
-  // Segment seg's holds fell to `after` (B2, Q1, Q2), or a claimer looks again.
-  // `after` is the value this thread's own decrement left; only then does
-  // count 0 with no flag make it the releaser (B4); a value it reads again
-  // after a failed compare-and-swap does not.
-  __attribute__((noinline)) GPUALLOC_HD void dropped(std::uint32_t seg, std::uint64_t after) const {
+  // A free's decrement of `holds` releases; only on the host does it also
+  // acquire. On the device the one free in many that acts on the count
+  // fences (dropped: acquire fence before B2; Q1 and Q2 compare-and-swap
+  // with acq_rel), so the others skip an acquire's L1 invalidation.
+  static constexpr auto free_decrement = GPUALLOC_ON_DEVICE ? detail::release : detail::acq_rel;
+
+  // Whether holds at `after` may ask something of dropped(): a block no
+  // slot or queue holds (B2, Q1), or a queued one whose count reached 0 (Q2).
+  GPUALLOC_HD static bool worth_a_look(std::uint64_t after) {
+    return (after & (in_slot | queued)) == 0 || (after & flags_and_count) == queued;
+  }
+
+  // Segment seg's holds fell to `after` (B2, Q1, Q2) by this thread's own
+  // change: `lowered` taken off it (a count, or the in_slot flag). Only
+  // that change makes it the releaser (count 0 with no flag, B4) or the one
+  // that queues the block (the change made it worth queueing, Q1); a value
+  // it reads again after a failed compare-and-swap makes it neither.
+  __attribute__((noinline)) GPUALLOC_HD void dropped(std::uint32_t seg, std::uint64_t after,
+                                                     std::uint64_t lowered) const {
     detail::backoff wait;
+    const std::uint64_t before = after + lowered;
     for (bool own = true;; own = false) {
       const std::uint64_t count = after & count_mask, flags = after & (in_slot | queued);
       std::uint64_t want;
       if (flags == 0 && count == 0) {
-        if (own) release(seg);  // B2
-        return;
+        if (!own) return;
+        detail::acquire_fence_on_device();  // after every decrement before this one (free_decrement)
+        return release(seg);  // B2
       }
       if (flags == queued && count == 0) {
         want = after & ~flags_and_count;  // Q2
       } else if (flags == 0) {
         const std::uint32_t c = kind(seg);
-        if (c >= L_.classes || count > L_.objects(c) / 4 * 3) return;
+        if (c >= L_.classes) return;
+        const std::uint64_t threshold = L_.objects(c) / 4 * 3;
+        const bool was_worth = (before & (in_slot | queued)) == 0 && (before & count_mask) <= threshold;
+        if (count > threshold || was_worth) return;  // Q1 is not this thread's to do
         if (!room(c).try_take(1)) return;  // the queue is full: the block stays retired
         want = (after & ~flags_and_count) + one_ticket + queued + count;  // Q1
         if (holds(seg).compare_exchange_strong(after, want, detail::acq_rel, detail::acquire))
           return enqueue(c, seg);
-        room(c).add(1);
+        room(c).add(1);  // a free lowered the count meanwhile: this thread still owns Q1
         wait.pause();
         continue;
       } else {
