@@ -6,7 +6,7 @@
 //  layout        plans for heaps of 4 KiB .. 80 GiB and 1 .. 256 SMs: tables
 //                in order inside the arena, at least two objects a block,
 //                spans within their caps (the head's bitmap, 64 segments,
-//                arena/256) and at least span_objects objects below them,
+//                arena/256) and at least objects_wanted objects below them,
 //                the slots' spans within an eighth of the arena (or one
 //                slot a class)
 //  blocks        one thread through a block's life (blocks.h): a fresh pass,
@@ -106,7 +106,7 @@ void test_layouts() {
         CHECK(m <= max_span_log2 && L.objects(c) == span / size &&
                   L.objects(c) <= (std::uint64_t{64} << L.bitmap_words_log2) && (m == 0 || span <= bytes / 256),
               "layout: %" PRIu64 " B: class %u's span of 2^%u segments breaks a cap", bytes, c, m);
-        CHECK(L.objects(c) >= span_objects || m == max_span_log2 || size < (std::uint64_t{32} << m) ||
+        CHECK(L.objects(c) >= objects_wanted(size) || m == max_span_log2 || size < (std::uint64_t{32} << m) ||
                   span * 2 > bytes / 256,
               "layout: %" PRIu64 " B: class %u's span of 2^%u segments could grow", bytes, c, m);
         const std::uint64_t n = L.cls[c].slot_mask + 1;

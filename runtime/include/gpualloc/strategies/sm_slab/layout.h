@@ -22,7 +22,8 @@
 //    segments, aligned to its size (the first, its head, carries the
 //    block's record and bitmap), and holds objects(c) = floor(span / size)
 //    objects. The span is one segment where that already gives
-//    span_objects (512) objects, else the smallest that does, capped so
+//    objects_wanted: 1 MiB of objects, at least 512 and at most 2048
+//    (span_objects, span_objects_most), else the smallest that does, capped so
 //    that the head's bitmap (a bit per 16 B of a segment) holds every
 //    object (size >= 16 << span_log2), a span lies in one word of the
 //    segment tree (at most 64 segments) and takes at most arena/256. Why:
@@ -30,7 +31,14 @@
 //    held 128 objects of 1 KiB, 32 of 4 KiB, 16 of 8 KiB, so every warp or
 //    two refilled its SM's slot (lock, tree claim, format) and refills
 //    serialise per SM: 56x, 350x, 750x the time of a warp-aggregated bump
-//    pointer at 1, 4, 8 KiB on an H100 (2.3-2.6x up to 256 B);
+//    pointer at 1, 4, 8 KiB on an H100 (2.3-2.6x up to 256 B). With at
+//    least 512 objects a block, requests of 256 B and 1 KiB still took 3.1x
+//    (H200, 2^20 requests, 16 GiB): a refill (a block from the tree) takes
+//    longer than an SM's requests take to use half a block, so every block
+//    cost an SM one refill's wait. 2048 objects of 256 B (512 KiB) and 1024
+//    of 1 KiB (1 MiB) took 1.7x and 2.1x; 2048 of 1 KiB and more than 512
+//    of 4 KiB were slower again (2.3x, 13x against 9.7x): the slots' share
+//    of the arena (below) then halved the slots of the larger classes;
 //  - slots: a pair (current, next block) per class and SM (the SM count
 //    rounded up to a power of two; SMs share a slot modulo the count) up to
 //    8 KiB, half as many per doubling above; halved further, the class whose
@@ -70,7 +78,9 @@ inline constexpr std::uint32_t small_classes = 32;     // 16 B .. 8 KiB: a slot 
 inline constexpr std::uint32_t min_segment_log2 = 11;  // 2 KiB, for tiny heaps
 inline constexpr std::uint32_t usual_segment_log2 = 15;  // 32 KiB: four 8 KiB objects
 inline constexpr std::uint32_t max_segment_log2 = 20;  // 1 MiB
-inline constexpr std::uint32_t span_objects = 512;     // objects a block should hold (spans)
+inline constexpr std::uint32_t span_objects = 512;     // objects a block should hold at least (spans)
+inline constexpr std::uint32_t span_objects_most = 2048;  // and up to this many, within span_bytes
+inline constexpr std::uint64_t span_bytes = std::uint64_t{1} << 20;
 inline constexpr std::uint32_t max_span_log2 = 6;      // 64 segments: one word of the segment tree
 inline constexpr std::uint32_t slot_share = 2;         // the slots' blocks hold at most arena / slot_share
 
@@ -86,6 +96,13 @@ GPUALLOC_INLINE std::uint32_t class_of(std::uint64_t bytes) {
   if (t <= 6) return bytes <= 16 ? 0 : static_cast<std::uint32_t>((bytes - 1) >> 4);
   const auto q = static_cast<std::uint32_t>((bytes + (std::uint64_t{1} << (t - 3)) - 1) >> (t - 3));
   return 4 * t + q - 29;
+}
+
+// The objects a block of `size`-byte objects should hold: span_bytes' worth,
+// at least span_objects and at most span_objects_most (layout's spans).
+GPUALLOC_INLINE constexpr std::uint64_t objects_wanted(std::uint64_t size) {
+  const std::uint64_t by_bytes = span_bytes / size;
+  return by_bytes < span_objects ? span_objects : by_bytes > span_objects_most ? span_objects_most : by_bytes;
 }
 
 // Per segment (blocks.h).
@@ -183,7 +200,7 @@ struct layout {
       ci.reciprocal = ((std::uint64_t{1} << 32) + ci.units - 1) / ci.units;
       const std::uint64_t size = std::uint64_t{ci.units} << ci.shift;
       std::uint32_t m = 0;  // the span (see the top)
-      while (m < max_span_log2 && (std::uint64_t{1} << (S + m)) / size < span_objects &&
+      while (m < max_span_log2 && (std::uint64_t{1} << (S + m)) / size < objects_wanted(size) &&
              size >= std::uint64_t{16} << (m + 1) && (std::uint64_t{1} << (S + m + 1)) <= arena_bytes / 256)
         ++m;
       ci.span_log2 = m;
