@@ -67,7 +67,7 @@ void check_at_rest(test_heap& heap) {
         break;
       }
       by[seg + d] = held::tail;
-      if (records[seg + d].kind != (kind_tail | d)) bad("a span's tail does not name its head", seg + d);
+      if (records[seg + d].kind != tail_kind(records[seg].kind, d)) bad("a span's tail does not name its head", seg + d);
     }
   }
   for (std::uint32_t seg = 0; seg < L.segments; ++seg) {

@@ -132,7 +132,7 @@ void test_block_life(std::uint64_t heap_bytes, std::uint64_t bytes) {
   CHECK(seg != no_segment && !B.open(seg, c), "blocks: a fresh block is not closed before its pass");
   CHECK(seg % span == 0, "blocks: span at %u is not aligned to its %u segments", seg, span);
   for (std::uint32_t d = 1; d < span; ++d)
-    CHECK(B.kind(seg + d) == (kind_tail | d), "blocks: segment %u of a span does not name its head", d);
+    CHECK(B.kind(seg + d) == tail_kind(c, d), "blocks: segment %u of a span does not name its head", d);
   B.start(seg, c);
   std::vector<std::uint32_t> got;
   for (bool done = false; !done;) {

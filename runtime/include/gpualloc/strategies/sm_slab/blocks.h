@@ -8,8 +8,9 @@
 // (tails) only say where their head is.
 //
 // Per segment (segment_record):
-//   kind    kind_free, the class c (a block's head), kind_tail | d for the
-//           segment d after its head, or kind_run | n for the first of a
+//   kind    kind_free, the class c (a block's head), tail_kind(c, d) for
+//           the segment d after its head (so that free() of an object in a
+//           tail reads one kind, not two), or kind_run | n for the first of a
 //           run of n segments handed out whole. Written before the memory
 //           is handed out (format: tails, then the head) and before the
 //           segments go back to the tree (release: tails, then the head);
@@ -103,7 +104,12 @@ namespace gpualloc::sm_slab_parts {
 
 inline constexpr std::uint32_t kind_free = 0xffu;
 inline constexpr std::uint32_t kind_run = 1u << 31;
-inline constexpr std::uint32_t kind_tail = 1u << 30;  // | segments after the head (1 .. 63)
+inline constexpr std::uint32_t kind_tail = 1u << 30;  // | class << 6 | segments after the head (1 .. 63)
+GPUALLOC_INLINE constexpr std::uint32_t tail_kind(std::uint32_t c, std::uint32_t d) { return kind_tail | c << 6 | d; }
+GPUALLOC_INLINE constexpr bool is_tail(std::uint32_t kind) { return (kind >> 30) == (kind_tail >> 30); }
+GPUALLOC_INLINE constexpr std::uint32_t tail_class(std::uint32_t kind) { return kind >> 6 & 63; }
+GPUALLOC_INLINE constexpr std::uint32_t tail_offset(std::uint32_t kind) { return kind & 63; }
+static_assert(max_classes <= 64 && max_span_log2 <= 6, "a tail's kind holds its class and offset in 6 bits each");
 inline constexpr std::uint32_t no_segment = ~0u;
 
 inline constexpr std::uint32_t position_bits = 26;
@@ -445,7 +451,7 @@ class blocks {
   GPUALLOC_HD void format(std::uint32_t seg, std::uint32_t c) const {
     const std::uint32_t K = L_.objects(c);
     for (std::uint32_t d = 1; d < (1u << L_.cls[c].span_log2); ++d)
-      detail::device_atomic<std::uint32_t>(record(seg + d).kind).store(kind_tail | d, detail::relaxed);
+      detail::device_atomic<std::uint32_t>(record(seg + d).kind).store(tail_kind(c, d), detail::relaxed);
     std::uint64_t* words = bitmap(seg);
     for (std::uint32_t w = 0; w * 64 < K; ++w)
       detail::device_atomic<std::uint64_t>(words[w]).store(detail::low_bits(K - w * 64 < 64 ? K - w * 64 : 64),

@@ -173,9 +173,9 @@ struct sm_slab {
     const auto offset = static_cast<std::uint64_t>(static_cast<std::byte*>(p) - B.data());
     auto seg = static_cast<std::uint32_t>(offset >> L.segment_log2);
     std::uint32_t kind = B.kind(seg);
-    if ((kind >> 30) == (kind_tail >> 30)) {  // a span's tail: its head has the class
-      seg -= kind & ~kind_tail;
-      kind = B.kind(seg);
+    if (is_tail(kind)) {  // a span's tail names its head and class
+      seg -= tail_offset(kind);
+      kind = tail_class(kind);
     }
     const bool run = (kind & kind_run) != 0;
     const std::uint32_t i = run ? 0 : L.object_index(kind, offset - (std::uint64_t{seg} << L.segment_log2));
