@@ -13,7 +13,9 @@
 //                retirement, half freed and queued (Q1), a second pass that
 //                hands out exactly the freed objects, all freed and released
 //                to the tree (B2, Q2); for a one-segment block and a span
-//                (tails say where their head is, and are free again after)
+//                (tails say where their head is, and are free again after);
+//                a block whose objects came back while a slot held it is
+//                queued by the thread that retires it (Q1), not before
 //  spans         threads claim aligned runs of 1 .. 64 segments from a
 //                bit tree (bit_tree.h claim_aligned_from) and give them
 //                back: aligned, never two owners, the tree whole at the end
@@ -165,6 +167,32 @@ void test_block_life(std::uint64_t heap_bytes, std::uint64_t bytes) {
   CHECK(B.get(c) == seg, "blocks: the released span is not the lowest free one again");
   std::printf("blocks: %" PRIu64 " B, a span of %u segments: a pass of %u objects, half freed and queued, a second "
               "pass of exactly those, released\n", bytes, span, K);
+}
+
+// Q1's other owner: a quarter of a block's objects come back while a slot
+// holds it (nobody may queue it then); the thread that
+// retires it must queue it, since no later free crosses 3K/4.
+void test_queued_at_retirement(std::uint64_t heap_bytes, std::uint64_t bytes) {
+  utilisation::heap H(strategy_id::sm_slab, heap_bytes);
+  const layout& L = gpualloc::state_of<gpualloc::strategies::sm_slab::state>(H.get()).L;
+  const blocks B(L, H.get()->space.begin);
+  const std::uint32_t c = class_of(bytes), K = L.objects(c);
+  const std::uint32_t seg = B.get(c);
+  B.start(seg, c);
+  std::uint32_t taken = 0;
+  for (bool done = false; !done;) {
+    const claim r = B.take(seg, c, 32);
+    taken += gpualloc::detail::popcount(r.got);
+    done = r.exhausted;
+  }
+  CHECK(taken == K, "blocks: a fresh pass handed out %u of %u objects", taken, K);
+  const std::uint32_t back = K - K / 4 * 3;  // the count falls to Q1's threshold, K / 4 * 3
+  for (std::uint32_t i = 0; i < back; ++i) B.give_back(seg, i / 64, std::uint64_t{1} << (i % 64), 1);
+  CHECK(B.get(c) != seg, "blocks: a block a slot holds was queued");
+  B.retire(seg);
+  CHECK(B.get(c) == seg, "blocks: a block retired with a quarter of it free was not queued (Q1)");
+  std::printf("blocks: %" PRIu64 " B: a block retired with %u of %u objects free is queued by its retirement\n",
+              bytes, back, K);
 }
 
 // Segments the slot pairs of classes other than `skip` hold in `current`
@@ -350,6 +378,8 @@ int main(int argc, char** argv) {
   test_layouts();
   test_block_life(16u << 20, 48);
   test_block_life(std::uint64_t{256} << 20, 4096);
+  test_queued_at_retirement(16u << 20, 48);
+  test_queued_at_retirement(std::uint64_t{256} << 20, 4096);
   test_span_claims();
   test_idle_blocks_return(16u << 20, 8);
   test_idle_blocks_return(64u << 20, 8);
