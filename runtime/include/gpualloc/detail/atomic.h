@@ -19,17 +19,17 @@ inline constexpr auto acquire = cuda::memory_order_acquire;
 inline constexpr auto release = cuda::memory_order_release;
 inline constexpr auto acq_rel = cuda::memory_order_acq_rel;
 
-// Fence-based acquire for code whose atomics read relaxed (or release) on
-// the device and acquire on the host: ThreadSanitizer does not model
-// fences, so the host build orders each read itself and needs no fence.
-// `relaxed_on_device(o)` is that read's order: relaxed on the device, o on the host.
+// Fence-based acquire for code whose atomics read without acquire on the
+// device and with it on the host: ThreadSanitizer does not model fences, so
+// the host build orders each read itself and needs no fence.
+// `device_or_host(d, h)` is such an operation's order: d on the device, h on the host.
 GPUALLOC_HD inline void acquire_fence_on_device() {
 #if GPUALLOC_ON_DEVICE
   cuda::atomic_thread_fence(acquire, cuda::thread_scope_device);
 #endif
 }
-GPUALLOC_HD constexpr cuda::memory_order relaxed_on_device(cuda::memory_order host_order) {
-  return GPUALLOC_ON_DEVICE ? relaxed : host_order;
+GPUALLOC_HD constexpr cuda::memory_order device_or_host(cuda::memory_order on_device, cuda::memory_order on_host) {
+  return GPUALLOC_ON_DEVICE ? on_device : on_host;
 }
 
 // Counters that must not cross a bound, taken from or added to by threads

@@ -96,7 +96,7 @@ struct once_slot {
 
  private:
   static constexpr unsigned batch = 16;  // loads in flight at once
-  static constexpr auto scan_order = relaxed_on_device(acquire);
+  static constexpr auto scan_order = device_or_host(relaxed, acquire);
 };
 
 // The two ends of a queue, on separate cache lines.

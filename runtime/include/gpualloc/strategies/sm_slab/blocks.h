@@ -367,7 +367,7 @@ class blocks {
   // acquire. On the device the one free in many that acts on the count
   // fences (dropped: acquire fence before B2; Q1 and Q2 compare-and-swap
   // with acq_rel), so the others skip an acquire's L1 invalidation.
-  static constexpr auto free_decrement = GPUALLOC_ON_DEVICE ? detail::release : detail::acq_rel;
+  static constexpr auto free_decrement = detail::device_or_host(detail::release, detail::acq_rel);
 
   // Whether holds at `after` may ask something of dropped(): a block no
   // slot or queue holds (B2, Q1), or a queued one whose count reached 0 (Q2).
