@@ -36,9 +36,9 @@
 //    (H200, 2^20 requests, 16 GiB): a refill (a block from the tree) takes
 //    longer than an SM's requests take to use half a block, so every block
 //    cost an SM one refill's wait. 2048 objects of 256 B (512 KiB) and 1024
-//    of 1 KiB (1 MiB) took 1.7x and 2.1x; 2048 of 1 KiB and more than 512
-//    of 4 KiB were slower again (2.3x, 13x against 9.7x): the slots' share
-//    of the arena (below) then halved the slots of the larger classes;
+//    of 1 KiB (1 MiB) took 1.7x and 2.1x (warm); 2048 of 1 KiB and of 4 KiB
+//    were slower again (2.3x; 14x against 9.7x): the slots' share of the
+//    arena (below) then halved the slots of the larger classes;
 //  - slots: a pair (current, next block) per class and SM (the SM count
 //    rounded up to a power of two; SMs share a slot modulo the count) up to
 //    8 KiB, half as many per doubling above; halved further, the class whose
