@@ -41,8 +41,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
-#include <new>
 #include <random>
 #include <string_view>
 #include <thread>
@@ -53,6 +51,7 @@
 #include "gpualloc/detail/bulk_semaphore.h"
 #include "gpualloc/detail/index_queue.h"
 #include "gpualloc/dispatch.h"
+#include "utilisation.h"
 
 namespace {
 
@@ -67,6 +66,12 @@ std::atomic<int> failures{0};
   } while (0)
 
 constexpr int threads = 8;
+
+// Strategy S's own view of a heap laid out as libgpualloc does it (utilisation.h).
+template <class S>
+gpualloc::strategies::ouro::heap view_of(const utilisation::heap& H) {
+  return {gpualloc::state_of<typename S::state>(H.get()).L, H.get()->space.begin};
+}
 
 // `supply`: the bulks the "pool" can give (when the threads want more, waits come back short).
 void test_semaphore(std::int64_t supply) {
@@ -238,13 +243,8 @@ void test_list_queues() {
   using entry = std::uint64_t;
   using list = ouro::list_queue;
   constexpr unsigned queues = 2, first_queue = 1, entries = 16, per_queue = threads / 2;
-  constexpr std::uint64_t bytes = 64ull << 20;
-  std::unique_ptr<std::byte[]> memory(new (std::align_val_t{4096}) std::byte[bytes]);
-  const gpualloc::arena a{memory.get(), bytes};
-  static ouroboros_c_vl::state s;
-  ouroboros_c_vl::plan(s, a, gpualloc::device_facts{});
-  ouroboros_c_vl::init(s, a, 0, 0, 1);
-  const ouro::heap h{s.L, a.begin};
+  const utilisation::heap H(gpualloc::strategy_id::ouroboros_c_vl, 64ull << 20, gpualloc::device_facts{}.sm_count);
+  const ouro::heap h = view_of<ouroboros_c_vl>(H);
   std::vector<std::atomic<int>> owner(queues * entries);
   for (unsigned q = 0; q < queues; ++q) {
     ouro::queue_control& qc = h.queue(first_queue + q);
@@ -319,13 +319,9 @@ void test_array_queue() {
   using array = ouro::array_queue;
   constexpr unsigned queue = 0;
   constexpr entry entries = 3000;  // a chunk and a half of slots
-  constexpr std::uint64_t bytes = 64ull << 20, takes_per_thread = 200000;
-  std::unique_ptr<std::byte[]> memory(new (std::align_val_t{4096}) std::byte[bytes]);
-  const gpualloc::arena a{memory.get(), bytes};
-  static ouroboros_p_va::state s;
-  ouroboros_p_va::plan(s, a, gpualloc::device_facts{});
-  ouroboros_p_va::init(s, a, 0, 0, 1);
-  const ouro::heap h{s.L, a.begin};
+  constexpr std::uint64_t takes_per_thread = 200000;
+  const utilisation::heap H(gpualloc::strategy_id::ouroboros_p_va, 64ull << 20, gpualloc::device_facts{}.sm_count);
+  const ouro::heap h = view_of<ouroboros_p_va>(H);
   ouro::queue_control& q = h.queue(queue);
   if (!array::reserve_slots<entry>(h, queue, entries)) FAIL("array queue: no reservation");
   for (entry e = 0; e < entries; ++e) {
@@ -378,7 +374,7 @@ void test_array_queue() {
   for (auto& t : ts) t.join();
   if (lost || twice) FAIL("array queue: %d entries out of range, %d held twice", lost.load(), twice.load());
   unsigned queue_chunks = 0;
-  for (std::uint32_t x = 0; x < s.L.chunks; ++x)
+  for (std::uint32_t x = 0; x < h.L.chunks; ++x)
     queue_chunks += ouro::descriptor::kind(h.load_desc(x)) == ouro::descriptor::queue;
   const std::uint64_t cycles = q.ends.front / ouro::spots<entry>;
   // The live positions [front, back) span at most 3 chunks, one more is placed in advance.
@@ -416,31 +412,20 @@ void test_sizes() {
   std::printf("  sizes: 16 B .. 8 KiB\n");
 }
 
-// --report: one heap per measurement, filled by one thread.
-struct heap {
-  std::byte* memory;
-  gpualloc::heap_header* h;
-  heap(gpualloc::strategy_id id, std::uint64_t bytes) {
-    memory = static_cast<std::byte*>(std::aligned_alloc(gpualloc::arena_alignment, bytes));
-    h = new (memory) gpualloc::heap_header{};
-    h->strategy = static_cast<std::uint32_t>(id);
-    h->heap_bytes = bytes;
-    h->space = gpualloc::arena_after_header(h, bytes);
-    gpualloc::plan_strategy(h, gpualloc::device_facts{gpualloc::detail::host_sm_count});
-    gpualloc::init_strategy(h, 0, 0, 1);
-  }
-  ~heap() { std::free(memory); }
+// --report: one heap per measurement (utilisation.h), filled by one thread.
+struct heap : utilisation::heap {
+  heap(gpualloc::strategy_id id, std::uint64_t bytes) : utilisation::heap(id, bytes) {}
   std::vector<void*> fill(std::uint64_t size) {
     std::vector<void*> got;
-    for (void* p; (p = gpualloc::heap_malloc(h, size)) != nullptr;) got.push_back(p);
+    for (void* p; (p = gpualloc::heap_malloc(get(), size)) != nullptr;) got.push_back(p);
     return got;
   }
   void release(std::vector<void*>& blocks) {
     std::shuffle(blocks.begin(), blocks.end(), std::mt19937(3));
-    for (void* p : blocks) gpualloc::heap_free(h, p);
+    for (void* p : blocks) gpualloc::heap_free(get(), p);
     blocks.clear();
   }
-  double share(std::size_t n, std::uint64_t size) const { return 100.0 * n * size / h->space.bytes; }
+  double share(std::size_t n, std::uint64_t size) const { return 100.0 * n * size / arena(); }
 };
 
 void report() {

@@ -323,7 +323,6 @@ void test_exhaustion(const strategy_info& s, test_heap& heap, const options& o) 
   // that waste is its design, memory stranded by concurrency is not. So the
   // blocks must cover 70% of the arena as requested, or 90% counted at their
   // power-of-two class.
-  const auto power_of_two_class = [](std::uint64_t size) { return std::bit_ceil(size); };
   std::uint64_t totals[3] = {}, class_totals[3] = {};  // bytes
   for (int cycle = 0; cycle < 3; ++cycle) {
     std::atomic<std::uint64_t> total{0}, class_total{0};
@@ -337,7 +336,7 @@ void test_exhaustion(const strategy_info& s, test_heap& heap, const options& o) 
         const std::uint64_t size = 256 + 16 * r.below(256);
         std::vector<block> mine = exhaust(h, heap, size, cap, t, over);
         total += mine.size() * size;
-        class_total += mine.size() * power_of_two_class(size);
+        class_total += mine.size() * std::bit_ceil(size);
         full.arrive_and_wait();
         if (over || !release_all(heap, mine, true, t)) bad = true;
       });
