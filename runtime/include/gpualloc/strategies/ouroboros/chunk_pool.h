@@ -58,11 +58,8 @@ struct chunk_pool {
   GPUALLOC_HD static void unreserve(heap h, std::uint64_t chunks) { unreserve_shares(h, chunks << share_shift); }
 
   // A reserved single chunk, or no_chunk (then the reservation is given back).
-  // From the lowest leaf word that has one, a random one of its chunks: when
-  // thousands of refills claim at once, claim_first sends all of them to the
-  // same lowest chunk, one winner per round.
   GPUALLOC_HD static std::uint32_t take_reserved(heap h) {
-    const std::uint64_t x = h.free_chunks().claim_aligned_from(0, 0, detail::walk_random::seeded().next());
+    const std::uint64_t x = take_low(h);
     if (x != detail::bit_tree::none) return static_cast<std::uint32_t>(x);
     unreserve(h, 1);
     return no_chunk;
@@ -80,7 +77,7 @@ struct chunk_pool {
   GPUALLOC_HD static std::uint32_t take_for_queue(heap h) {
     detail::backoff b;
     for (;;) {
-      const std::uint64_t x = h.free_chunks().claim_first();
+      const std::uint64_t x = take_low(h);
       if (x != detail::bit_tree::none) return static_cast<std::uint32_t>(x);
       b.pause();
     }
@@ -116,6 +113,17 @@ struct chunk_pool {
   GPUALLOC_HD static void give_from_queue(heap h, std::uint32_t x) {
     h.store_desc(x, descriptor::make(descriptor::free, 0, 0));
     h.free_chunks().insert(x);
+  }
+
+ private:
+  // A chunk out of the tree, or none: from the lowest leaf word that has
+  // one, a random one of its chunks. When thousands of refills (or of a
+  // free burst's queue chunks) claim at once, claim_first sends all of them
+  // to the same lowest chunk, one winner per round: P-VA's frees of 2^20
+  // pages waited 68 % of their samples for queue chunks so taken (ncu,
+  // H200), 0.51 ms; with queue chunks taken as here, 0.17 ms.
+  GPUALLOC_HD static std::uint64_t take_low(heap h) {
+    return h.free_chunks().claim_aligned_from(0, 0, detail::walk_random::seeded().next());
   }
 };
 
