@@ -28,6 +28,7 @@
 #include "gpualloc/config.h"
 #include "gpualloc/detail/atomic.h"
 #include "gpualloc/detail/backoff.h"
+#include "gpualloc/detail/bits.h"
 
 namespace gpualloc::detail {
 
@@ -53,19 +54,20 @@ struct index_slot {
 
 // Slots that hold one index per life: empty -> the index (index_slot::put)
 // -> taken (once_slot::take), never back until the memory they live in is
-// cleared for a new life (Ouroboros' array queues: a queue chunk's slots are
-// cleared when it is placed and each is put and taken once before it is
-// recycled). The take leaves a mark where index_slot::take leaves the
-// deletion marker, so a thread can see from the slots alone that the takes
-// of others are over (all_taken), where a count of takes would cost every
-// take an atomic on one shared address.
+// cleared for a new life (Ouroboros' virtualised queues: a queue chunk's
+// slots are cleared when it is placed and each is put and taken once before
+// it is recycled). The take leaves a mark where index_slot::take leaves the
+// deletion marker, so a thread can see from the slots alone that the puts
+// (all_put) or the takes (all_taken) of others are over, where a count of
+// puts or takes would cost every one of them an atomic on one shared address.
 //
-// Memory ordering: take is an acquire load, as index_slot's. The taken mark
-// is a release store, and all_taken acquires every mark it read: the takes
-// it waited for happen before what its caller does next. all_taken reads
-// relaxed in batches (acquire loads would go out one at a time) and ends
-// with one acquire fence; ThreadSanitizer does not model fences, so the host
-// build reads each slot with acquire instead.
+// Memory ordering: take is an acquire load, as index_slot's. The put (a
+// release compare-and-swap) and the taken mark (a release store) are what
+// all_put and all_taken acquire: the puts or takes they waited for happen
+// before what their caller does next. They read relaxed in batches (acquire
+// loads would go out one at a time) and end with one acquire fence;
+// ThreadSanitizer does not model fences, so the host build reads each slot
+// with acquire instead.
 template <class Entry>
 struct once_slot {
   static constexpr Entry empty = index_slot<Entry>::empty;
@@ -81,22 +83,36 @@ struct once_slot {
 
   // Waits until slots[0 .. n) are all taken.
   GPUALLOC_HD static void all_taken(Entry* slots, std::uint64_t n) {
-    backoff b;
-    for (std::uint64_t i = 0; i < n;) {
-      Entry v[batch];
-      for (unsigned j = 0; j < batch; ++j)
-        if (i + j < n) v[j] = device_atomic<Entry>(slots[i + j]).load(scan_order);
-      unsigned done = 0;
-      while (done < batch && i + done < n && v[done] == taken) ++done;
-      if (done < batch && i + done < n) b.pause();  // that slot's take is not over: look again from it
-      i += done;
-    }
-    acquire_fence_on_device();
+    wait_for_all(slots, n, [](Entry v) { return v == taken; });
+  }
+
+  // Waits until slots[0 .. n) have all been put (they hold an index or the taken mark).
+  GPUALLOC_HD static void all_put(Entry* slots, std::uint64_t n) {
+    wait_for_all(slots, n, [](Entry v) { return v != empty; });
   }
 
  private:
   static constexpr unsigned batch = 16;  // loads in flight at once
   static constexpr auto scan_order = device_or_host(relaxed, acquire);
+
+  // The slots' states go into a bit mask, not an array: an array indexed
+  // by the count of done slots lived in local memory, and its stores held a
+  // third of P-VA's allocation samples (ncu, H200); 2^20 takes of 16 B
+  // pages 0.200 -> 0.188 ms without it.
+  template <class Done>
+  GPUALLOC_HD static void wait_for_all(Entry* slots, std::uint64_t n, Done done_with) {
+    backoff b;
+    for (std::uint64_t i = 0; i < n;) {
+      std::uint64_t done_bits = 0;  // bit j: slot i + j is done (or past n)
+#pragma unroll
+      for (unsigned j = 0; j < batch; ++j)
+        if (i + j >= n || done_with(device_atomic<Entry>(slots[i + j]).load(scan_order))) done_bits |= 1u << j;
+      const std::uint32_t done = lowest_bit(~done_bits);  // slots done in a row from i
+      if (done < batch) b.pause();                          // slot i + done is not: look again from it
+      i += done;
+    }
+    acquire_fence_on_device();
+  }
 };
 
 // The two ends of a queue, on separate cache lines.
