@@ -53,7 +53,7 @@ struct context_heap {
   CUstream stream = nullptr;          // libgpualloc's own non-blocking stream in ctx
   CUmodule init_module = nullptr;     // the embedded init kernel, loaded on first need
   CUfunction init_kernel = nullptr;
-  std::atomic<std::uint64_t> errors_reported{0};  // checked mode: double + foreign frees already reported
+  std::atomic<std::uint64_t> errors_reported{0};  // checked mode: bad frees + overflows already reported
 
   // Bytes the statistics table shows: our heap, or CUDA's for `cuda`.
   std::uint64_t shown_bytes() const;

@@ -289,15 +289,17 @@ void after_launch(const launch_info& info, CUstream stream, bool per_thread) {
     GPUALLOC_LOG("checked mode: kernel %s failed: %s", name_of(info.function).c_str(), error_name(r));
     return;
   }
-  const std::uint64_t errors = counters.double_frees + counters.foreign_frees;
+  const std::uint64_t errors = counters.double_frees + counters.foreign_frees + counters.overflows;
   std::uint64_t reported = heap->errors_reported.load();
   while (errors > reported && !heap->errors_reported.compare_exchange_weak(reported, errors)) {
   }
   if (errors > reported)
-    GPUALLOC_LOG("checked mode: kernel %s made %llu invalid free(s) in context %llu (%llu double, %llu foreign so far)",
+    GPUALLOC_LOG("checked mode: kernel %s made %llu heap error(s) in context %llu (so far %llu double free(s), "
+                 "%llu foreign free(s), %llu overflow(s))",
                  name_of(info.function).c_str(), static_cast<unsigned long long>(errors - reported), heap->ctx_id,
                  static_cast<unsigned long long>(counters.double_frees),
-                 static_cast<unsigned long long>(counters.foreign_frees));
+                 static_cast<unsigned long long>(counters.foreign_frees),
+                 static_cast<unsigned long long>(counters.overflows));
 }
 
 void forget_modules() {

@@ -78,11 +78,14 @@ void exit_report() {
     print_rows(rows);
   }
   if (c.check) {
-    std::uint64_t doubles = 0, foreign = 0;
-    for (const row& r : rows) doubles += r.counters.double_frees, foreign += r.counters.foreign_frees;
-    if (doubles + foreign != 0)
-      std::fprintf(stderr, "gpualloc: checked mode: %llu double free(s), %llu foreign free(s) in this run\n",
-                   static_cast<unsigned long long>(doubles), static_cast<unsigned long long>(foreign));
+    std::uint64_t doubles = 0, foreign = 0, overflows = 0;
+    for (const row& r : rows)
+      doubles += r.counters.double_frees, foreign += r.counters.foreign_frees, overflows += r.counters.overflows;
+    if (doubles + foreign + overflows != 0)
+      std::fprintf(stderr,
+                   "gpualloc: checked mode: %llu double free(s), %llu foreign free(s), %llu overflow(s) in this run\n",
+                   static_cast<unsigned long long>(doubles), static_cast<unsigned long long>(foreign),
+                   static_cast<unsigned long long>(overflows));
   }
 }
 

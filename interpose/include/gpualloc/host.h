@@ -19,8 +19,9 @@ extern "C" {
 /* A copy of a heap's event counters (gpualloc::heap_counters in
  * runtime/include/gpualloc/heap.h, same layout). mallocs, frees and
  * failed_mallocs are counted with GPUALLOC_STATS=1 or GPUALLOC_CHECK=1;
- * bytes_in_use and peak_bytes with GPUALLOC_STATS=1; double_frees and
- * foreign_frees with GPUALLOC_CHECK=1. Otherwise they stay 0. */
+ * bytes_in_use and peak_bytes with GPUALLOC_STATS=1; double_frees,
+ * foreign_frees and overflows (blocks found written past either end) with
+ * GPUALLOC_CHECK=1. Otherwise they stay 0. */
 struct gpualloc_counters_t {
   unsigned long long mallocs;
   unsigned long long frees;
@@ -29,6 +30,7 @@ struct gpualloc_counters_t {
   unsigned long long peak_bytes;
   unsigned long long double_frees;
   unsigned long long foreign_frees;
+  unsigned long long overflows;
 };
 
 /* Synchronises the current context and re-initialises its heap: every block

@@ -15,14 +15,16 @@
 // heap_flag_no_coalesce (GPUALLOC_COALESCE=0) turns it off at run time.
 // The group is formed before anything else, while the lanes are together.
 //
-// Tracking header: with statistics or checked mode on, each block starts with
-// a 16-byte block_header (the requested size and a live/freed tag) in front
-// of the pointer the program sees. Both switches are fixed per heap at init.
+// Tracking header: with statistics on, each block starts with a 16-byte
+// block_header (the requested size and a live/freed tag) in front of the
+// pointer the program sees; in checked mode with a sealed header and red
+// zones instead (checked.h). Both switches are fixed per heap at init.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 
+#include "gpualloc/checked.h"
 #include "gpualloc/detail/atomic.h"
 #include "gpualloc/detail/warp.h"
 #include "gpualloc/dispatch.h"
@@ -46,9 +48,7 @@ struct block_header {
   std::uint32_t reserved;
 };
 static_assert(sizeof(block_header) == min_alignment, "the header keeps user pointers 16-byte aligned");
-
-inline constexpr std::uint32_t block_live = 0x6576696cu;   // "live"
-inline constexpr std::uint32_t block_freed = 0x65657266u;  // "free"
+static_assert(checked::front_bytes % min_alignment == 0, "so does checked mode's");
 
 namespace detail {
 
@@ -89,6 +89,34 @@ GPUALLOC_INLINE bool may_be_block(const heap_header* h, strategy_id strategy, co
   return aligned && in_heap;
 }
 
+// Checked mode's free of p, up to the strategy's: true if p is a live block
+// (its requested size in *released), now freed; false, reported and
+// counted, if it is not (checked.h C1, C2). Damaged red zones are reported
+// and counted, and the block is freed all the same.
+GPUALLOC_INLINE bool checked_release(heap_header* h, strategy_id strategy, void* p, std::uint64_t* released) {
+  checked::checked_header* header = checked::header_of(p);
+  checked::checked_header fields;
+  if (!may_be_block(h, strategy, header) || !checked::sealed(header, &fields)) {
+    report_bad_free("free of a pointer this heap never handed out", p);
+    count(h->counters.foreign_frees, 1);
+    return false;
+  }
+  // acq_rel: the free happens after every write the owner made to the block.
+  std::uint32_t expected = block_live;
+  if (!device_atomic<std::uint32_t>(header->tag).compare_exchange_strong(expected, block_freed, acq_rel)) {
+    const bool twice = expected == block_freed;
+    report_bad_free(twice ? "double free" : "free of a pointer this heap never handed out", p);
+    count(twice ? h->counters.double_frees : h->counters.foreign_frees, 1);
+    return false;
+  }
+  const checked::damage front = checked::front_damage(p), back = checked::back_damage(p, fields.requested);
+  if (front.any()) checked::report_damage("heap-buffer-underflow", p, fields, front);
+  if (back.any()) checked::report_damage("heap-buffer-overflow", p, fields, back);
+  count(h->counters.overflows, front.any() + back.any());
+  *released = fields.requested;
+  return true;
+}
+
 }  // namespace detail
 
 // `strategy` is a compile-time constant in every runtime build (one build per
@@ -96,9 +124,11 @@ GPUALLOC_INLINE bool may_be_block(const heap_header* h, strategy_id strategy, co
 GPUALLOC_INLINE void* heap_malloc(heap_header* h, std::uint64_t size, strategy_id strategy, coalescing how) {
   const detail::lane_group group = detail::form_group(h, how);
   const bool tracked = detail::tracks_blocks(h);
+  const bool checked = h->flags & heap_flag_checked;
   const std::uint64_t overhead = tracked ? sizeof(block_header) : 0;
-  const std::uint64_t bytes =
-      size >= impossible_request / 2 ? impossible_request : round_up(size == 0 ? 1 : size, min_alignment) + overhead;
+  const std::uint64_t bytes = size >= impossible_request / 2 ? impossible_request
+                              : checked ? checked::block_bytes(size)
+                                        : round_up(size == 0 ? 1 : size, min_alignment) + overhead;
 
   void* block = visit_strategy(strategy, [&](auto tag) {
     using S = typename decltype(tag)::type;
@@ -106,10 +136,14 @@ GPUALLOC_INLINE void* heap_malloc(heap_header* h, std::uint64_t size, strategy_i
   });
 
   if (!tracked) return block;
-  if (block != nullptr) {
+  void* user = nullptr;
+  if (block != nullptr && checked) {
+    user = checked::make_block(block, size);
+  } else if (block != nullptr) {
     auto* header = static_cast<block_header*>(block);
     header->requested = size;
     detail::device_atomic<std::uint32_t>(header->tag).store(block_live, detail::relaxed);
+    user = header + 1;
   }
   heap_counters& c = h->counters;
   detail::count(c.mallocs, block != nullptr);
@@ -118,7 +152,7 @@ GPUALLOC_INLINE void* heap_malloc(heap_header* h, std::uint64_t size, strategy_i
     std::uint64_t now = detail::device_atomic<std::uint64_t>(c.bytes_in_use).fetch_add(size, detail::relaxed) + size;
     detail::device_atomic<std::uint64_t>(c.peak_bytes).fetch_max(now, detail::relaxed);
   }
-  return block != nullptr ? static_cast<std::byte*>(block) + sizeof(block_header) : nullptr;
+  return user;
 }
 
 // In checked mode a free that is not valid (foreign pointer, double free) is
@@ -135,27 +169,23 @@ GPUALLOC_INLINE void heap_free(heap_header* h, void* p, strategy_id strategy, co
     return;
   }
 
-  auto* header = reinterpret_cast<block_header*>(static_cast<std::byte*>(p) - sizeof(block_header));
-  const bool checked = h->flags & heap_flag_checked;
-  if (checked && !detail::may_be_block(h, strategy, header)) {
-    detail::report_bad_free("free of a pointer this heap never handed out", p);
-    detail::count(h->counters.foreign_frees, 1);
-    return;
+  void* block;                 // what the strategy handed out
+  std::uint64_t released = 0;  // the bytes the program asked for
+  if (h->flags & heap_flag_checked) {
+    if (!detail::checked_release(h, strategy, p, &released)) return;
+    block = checked::header_of(p);
+  } else {
+    // Statistics only: no checks. acq_rel: the free happens after every write the owner made to the block.
+    auto* header = static_cast<block_header*>(p) - 1;
+    std::uint32_t expected = block_live;
+    detail::device_atomic<std::uint32_t>(header->tag).compare_exchange_strong(expected, block_freed, detail::acq_rel);
+    released = header->requested;
+    block = header;
   }
-  // acq_rel: the free happens after every write the owner made to the block.
-  std::uint32_t expected = block_live;
-  if (!detail::device_atomic<std::uint32_t>(header->tag).compare_exchange_strong(expected, block_freed, detail::acq_rel) &&
-      checked) {
-    const bool twice = expected == block_freed;
-    detail::report_bad_free(twice ? "double free" : "free of a pointer this heap never handed out", p);
-    detail::count(twice ? h->counters.double_frees : h->counters.foreign_frees, 1);
-    return;
-  }
-  const std::uint64_t released = header->requested;
   const detail::lane_group group = detail::form_group(h, how);
   visit_strategy(strategy, [&](auto tag) {
     using S = typename decltype(tag)::type;
-    S::free(state_of<typename S::state>(h), h->space, header, group);
+    S::free(state_of<typename S::state>(h), h->space, block, group);
   });
   detail::count(h->counters.frees, 1);
   if (h->flags & heap_flag_stats) detail::device_atomic<std::uint64_t>(h->counters.bytes_in_use).fetch_sub(released, detail::relaxed);

@@ -30,7 +30,7 @@ inline constexpr std::size_t strategy_state_bytes = 4096;  // room for a strateg
 
 enum heap_flags : std::uint32_t {
   heap_flag_stats = 1u << 0,    // count allocations and bytes (GPUALLOC_STATS)
-  heap_flag_checked = 1u << 1,  // detect double and foreign frees (GPUALLOC_CHECK)
+  heap_flag_checked = 1u << 1,  // detect bad frees and overflows (GPUALLOC_CHECK, checked.h)
   heap_flag_no_coalesce = 1u << 2,  // every lane calls the strategy alone (GPUALLOC_COALESCE=0)
 };
 
@@ -45,6 +45,7 @@ struct heap_counters {
   std::uint64_t peak_bytes;      // maximum of bytes_in_use
   std::uint64_t double_frees;    // checked mode
   std::uint64_t foreign_frees;   // checked mode: pointers this heap never handed out
+  std::uint64_t overflows;       // checked mode: red zones found written (overflow or underflow), checked.h
 };
 
 // A region of device memory a strategy manages.

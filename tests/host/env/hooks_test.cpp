@@ -230,8 +230,8 @@ void out_of_memory() {
   CHECK(r == CUDA_ERROR_OUT_OF_MEMORY);
 }
 
-// Checked mode: invalid frees counted on the device are reported after the
-// launch that made them, with the kernel's name.
+// Checked mode: bad frees and overflows counted on the device are reported
+// after the launch that made them, with the kernel's name.
 void checked() {
   auto make_function = side_door<CUfunction (*)(const char*, int)>("fake_make_function");
   auto launch_default = proc<launch_fn>("cuLaunchKernel");
@@ -239,6 +239,7 @@ void checked() {
   CHECK(launch(launch_default, f) == CUDA_SUCCESS);
   auto* h = const_cast<gpualloc::heap_header*>(heap_of(f));
   h->counters.double_frees += 2;  // as if the kernel had freed twice (device memory is host memory here)
+  h->counters.overflows += 1;     // and written past a block
   CHECK(launch(launch_default, f) == CUDA_SUCCESS);
   std::fflush(stdout);
   CHECK(launch(launch_default, f) == CUDA_SUCCESS);  // nothing new: no report

@@ -1,0 +1,179 @@
+// Checked mode's blocks (GPUALLOC_CHECK=1): a sealed header and red zones
+// around what the program sees, so that the front end (allocate.h) can tell
+// a block it handed out from anything else, and see writes past either end.
+//
+//   [ checked_header 32 B | front zone 16 B | requested bytes, slack | back zone 16 B ]
+//                                           ^ the program's pointer (16-byte aligned)
+//
+// The slack (up to the next multiple of 16) belongs to the back zone, so a
+// write of one byte past the requested size is seen. Both zones are filled
+// with `zone_byte` when the block is handed out and checked when it is
+// freed; a damaged zone is reported as an overflow (back) or underflow
+// (front) with the offsets written, the block's size and the thread that
+// allocated it, and the block is freed all the same (nothing is lost).
+//
+// Invariants
+//  C1 A header is trusted only when its seal matches: a hash of its address,
+//     the requested size and the allocating thread. Anything else at that
+//     place (a pointer into the middle of a block, one from elsewhere, a
+//     header overwritten by an underflow that ran past the front zone) fails
+//     the test with overwhelming probability, and the free is reported and
+//     skipped without reading further: a corrupted header never reaches the
+//     strategy.
+//  C2 The tag (live -> freed) changes only by compare-and-swap, so of two
+//     frees of one block exactly one succeeds; the other is a double free.
+//     The other header fields are written once, before the block is handed
+//     out, and read only by frees.
+//
+// Memory ordering: the header's fields are relaxed atomics (a buggy program
+// may free a block while another thread frees or reuses it: reads must not
+// be data races); the free's tag compare-and-swap is acq_rel, as in
+// allocate.h, so the strategy's free comes after every write of the owner.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+
+#include "gpualloc/config.h"
+#include "gpualloc/detail/atomic.h"
+#include "gpualloc/heap.h"
+
+namespace gpualloc {
+
+// A tracked block's tag (checked mode's header and the statistics' one, allocate.h).
+inline constexpr std::uint32_t block_live = 0x6576696cu;   // "live"
+inline constexpr std::uint32_t block_freed = 0x65657266u;  // "free"
+
+}  // namespace gpualloc
+
+namespace gpualloc::checked {
+
+inline constexpr unsigned char zone_byte = 0xc5;           // what a red zone holds
+inline constexpr std::uint64_t zone_bytes = 16;            // each red zone, at least
+
+// The allocating thread: its block and its thread index.
+struct thread_place {
+  std::uint32_t block[3];
+  std::uint32_t thread[3];
+};
+
+struct checked_header {
+  std::uint64_t requested;  // bytes the program asked for
+  std::uint32_t tag;        // block_live or block_freed
+  std::uint32_t seal;       // C1
+  std::uint32_t block[3];   // allocating block (x, y, z)
+  std::uint32_t thread;     // allocating thread: x | y << 10 | z << 20
+};
+static_assert(sizeof(checked_header) == 32);
+
+// Bytes in front of the program's pointer, and in all, for a request of `size`.
+inline constexpr std::uint64_t front_bytes = sizeof(checked_header) + zone_bytes;
+GPUALLOC_INLINE std::uint64_t block_bytes(std::uint64_t size) {
+  return front_bytes + round_up(size == 0 ? 1 : size, min_alignment) + zone_bytes;
+}
+
+GPUALLOC_INLINE thread_place this_thread() {
+#if GPUALLOC_ON_DEVICE
+  return {{blockIdx.x, blockIdx.y, blockIdx.z}, {threadIdx.x, threadIdx.y, threadIdx.z}};
+#else
+  return {};
+#endif
+}
+
+GPUALLOC_INLINE std::uint32_t pack_thread(const thread_place& t) {
+  return (t.thread[0] & 0x3ff) | (t.thread[1] & 0x3ff) << 10 | (t.thread[2] & 0x3f) << 20;
+}
+
+// C1: a 32-bit hash (splitmix64's finaliser) of the header's address and its fixed fields.
+GPUALLOC_INLINE std::uint32_t seal_of(const checked_header* h, std::uint64_t requested, const std::uint32_t block[3],
+                                      std::uint32_t thread) {
+  std::uint64_t x = reinterpret_cast<std::uintptr_t>(h) ^ requested * 0x9e3779b97f4a7c15ull;
+  x ^= (std::uint64_t{block[0]} << 32 | block[1]) * 0xbf58476d1ce4e5b9ull;
+  x ^= (std::uint64_t{block[2]} << 32 | thread) * 0x94d049bb133111ebull;
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return static_cast<std::uint32_t>(x ^ x >> 32);
+}
+
+// A live block of `size` bytes at `block` (block_bytes(size) of them): its
+// header and zones written. Returns the program's pointer.
+GPUALLOC_INLINE void* make_block(void* block, std::uint64_t size) {
+  auto* h = static_cast<checked_header*>(block);
+  const thread_place t = this_thread();
+  const std::uint32_t thread = pack_thread(t);
+  detail::device_atomic<std::uint64_t>(h->requested).store(size, detail::relaxed);
+  for (int i = 0; i < 3; ++i) detail::device_atomic<std::uint32_t>(h->block[i]).store(t.block[i], detail::relaxed);
+  detail::device_atomic<std::uint32_t>(h->thread).store(thread, detail::relaxed);
+  detail::device_atomic<std::uint32_t>(h->seal).store(seal_of(h, size, t.block, thread), detail::relaxed);
+  detail::device_atomic<std::uint32_t>(h->tag).store(block_live, detail::relaxed);
+  unsigned char* user = static_cast<unsigned char*>(block) + front_bytes;
+  for (std::uint64_t i = 0; i < zone_bytes; ++i) user[i - zone_bytes] = zone_byte;
+  const std::uint64_t end = round_up(size == 0 ? 1 : size, min_alignment) + zone_bytes;
+  for (std::uint64_t i = size; i < end; ++i) user[i] = zone_byte;
+  return user;
+}
+
+// The header in front of the program's pointer p.
+GPUALLOC_INLINE checked_header* header_of(void* p) {
+  return reinterpret_cast<checked_header*>(static_cast<unsigned char*>(p) - front_bytes);
+}
+
+// C1: whether h is a header this front end wrote (its fields, read once, in *out).
+GPUALLOC_INLINE bool sealed(checked_header* h, checked_header* out) {
+  out->requested = detail::device_atomic<std::uint64_t>(h->requested).load(detail::relaxed);
+  for (int i = 0; i < 3; ++i) out->block[i] = detail::device_atomic<std::uint32_t>(h->block[i]).load(detail::relaxed);
+  out->thread = detail::device_atomic<std::uint32_t>(h->thread).load(detail::relaxed);
+  out->seal = detail::device_atomic<std::uint32_t>(h->seal).load(detail::relaxed);
+  return out->requested < (std::uint64_t{1} << 56) && out->seal == seal_of(h, out->requested, out->block, out->thread);
+}
+
+// Damaged bytes of a block's zones, as offsets from the program's pointer.
+struct damage {
+  std::int64_t first = 0, last = -1;  // the lowest and highest damaged offsets (none: last < first)
+  GPUALLOC_HD bool any() const { return last >= first; }
+};
+
+// The damage in the front zone (offsets -16 .. -1) or in the back zone
+// (requested .. the end of the slack + 16) of a block of `requested` bytes.
+GPUALLOC_INLINE damage front_damage(const void* p) {
+  const auto* user = static_cast<const unsigned char*>(p);
+  damage d;
+  for (std::int64_t i = -static_cast<std::int64_t>(zone_bytes); i < 0; ++i)
+    if (user[i] != zone_byte) {
+      if (!d.any()) d.first = i;
+      d.last = i;
+    }
+  return d;
+}
+GPUALLOC_INLINE damage back_damage(const void* p, std::uint64_t requested) {
+  const auto* user = static_cast<const unsigned char*>(p);
+  const std::uint64_t end = round_up(requested == 0 ? 1 : requested, min_alignment) + zone_bytes;
+  damage d;
+  for (std::uint64_t i = requested; i < end; ++i)
+    if (user[i] != zone_byte) {
+      if (!d.any()) d.first = static_cast<std::int64_t>(i);
+      d.last = static_cast<std::int64_t>(i);
+    }
+  return d;
+}
+
+// Reports damage found by the free of p (the calling thread).
+GPUALLOC_INLINE void report_damage(const char* what, const void* p, const checked_header& h, const damage& d) {
+#if GPUALLOC_ON_DEVICE
+  const std::uint32_t t = h.thread;
+  printf("gpualloc: %s of the %llu-byte block at %p: bytes %lld .. %lld written (block allocated by block (%u,%u,%u) "
+         "thread (%u,%u,%u)); found by the free in block (%u,%u,%u) thread (%u,%u,%u)\n",
+         what, static_cast<unsigned long long>(h.requested), p, static_cast<long long>(d.first),
+         static_cast<long long>(d.last), h.block[0], h.block[1], h.block[2], t & 0x3ff, t >> 10 & 0x3ff, t >> 20 & 0x3f,
+         blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y, threadIdx.z);
+#else
+  std::fprintf(stderr, "gpualloc: %s of the %llu-byte block at %p: bytes %lld .. %lld written\n", what,
+               static_cast<unsigned long long>(h.requested), p, static_cast<long long>(d.first),
+               static_cast<long long>(d.last));
+#endif
+}
+
+}  // namespace gpualloc::checked
