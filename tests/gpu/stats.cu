@@ -2,20 +2,15 @@
 // under every strategy, with warps of all shapes: full warps, partial warps,
 // lanes of one warp at different sizes, with warp coalescing on and off
 // (GPUALLOC_COALESCE=0). The counters come from libgpualloc's
-// host API, found with dlsym so the program needs no gpualloc header.
+// host API (Inputs/counters.h).
 //
 // REQUIRES: cuda-gpu
 // RUN: env GPUALLOC_STATS=1 GPUALLOC_HEAP_SIZE=1G %for-each-strategy -- %gpu-bin/stats
 // RUN: env GPUALLOC_STATS=1 GPUALLOC_HEAP_SIZE=1G GPUALLOC_COALESCE=0 %for-each-strategy -- %gpu-bin/stats
-#include <dlfcn.h>
-
 #include <cstdio>
 
 #include "Inputs/check.h"
-
-struct counters {  // gpualloc_counters_t of interpose/include/gpualloc/host.h
-  unsigned long long mallocs, frees, failed_mallocs, bytes_in_use, peak_bytes, double_frees, foreign_frees;
-};
+#include "Inputs/counters.h"
 
 // Threads with (tid % 3 != 0) allocate 1 + tid % 100 bytes; every 64th thread
 // also asks for something no heap holds.
@@ -31,8 +26,6 @@ __global__ void allocate(void** slots, unsigned* failed) {
 __global__ void release(void** slots) { free(slots[blockIdx.x * blockDim.x + threadIdx.x]); }
 
 int main() {
-  auto read_counters = reinterpret_cast<int (*)(counters*)>(dlsym(RTLD_DEFAULT, "gpualloc_counters"));
-  EXPECT(read_counters != nullptr, "libgpualloc's gpualloc_counters is not loaded");
   const unsigned block = 96, threads = 700 * block;  // tid % 3 splits every warp
   void** slots;
   unsigned* failed;
@@ -50,8 +43,7 @@ int main() {
   allocate<<<threads / block, block>>>(slots, failed);
   SYNC_CHECK();
   EXPECT(*failed == 0, "%u allocations failed (or huge ones succeeded)", *failed);
-  counters c{};
-  EXPECT(read_counters(&c) == 0, "gpualloc_counters failed");
+  counters c = read_counters();
   std::printf("after allocating: mallocs %llu failed %llu in use %llu peak %llu\n", c.mallocs, c.failed_mallocs,
               c.bytes_in_use, c.peak_bytes);
   EXPECT(c.mallocs == allocating, "mallocs %llu, expected %llu", c.mallocs, allocating);
@@ -61,7 +53,7 @@ int main() {
 
   release<<<threads / block, block>>>(slots);
   SYNC_CHECK();
-  EXPECT(read_counters(&c) == 0, "gpualloc_counters failed");
+  c = read_counters();
   EXPECT(c.frees == allocating, "frees %llu, expected %llu", c.frees, allocating);
   EXPECT(c.bytes_in_use == 0 && c.peak_bytes == bytes, "after freeing: in use %llu, peak %llu", c.bytes_in_use,
          c.peak_bytes);

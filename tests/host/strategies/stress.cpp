@@ -29,6 +29,10 @@
 //  20 GiB      (plain build) a lazily committed 20 GiB heap: blocks past 8 GiB;
 //  checked     the same stress with the tracking header (stats + checked
 //              mode): counters balance, a double free is caught;
+//  red zones   checked mode: writes just past or before a block are counted
+//              once each at its free, frees of pointers into or between
+//              blocks are refused, and the heap keeps serving; then threads
+//              overflow at random and the count matches theirs;
 //  warps, churn, faults: warp_tests.cpp, fault_tests.cpp.
 // The `cuda` strategy forwards to the C library on the host; it runs as a
 // sanity check of the harness (no shadow map, no exhaustion).
@@ -374,6 +378,82 @@ void test_checked(const strategy_info& s, const options& o, std::uint64_t heap_b
          (int)s.name.size(), s.name.data(), c.mallocs, c.frees, c.bytes_in_use, c.double_frees, c.foreign_frees);
 }
 
+// One overflow into a red zone (checked.h), seen at the free.
+struct stray_write {
+  std::uint64_t size;  // of the block
+  std::int64_t at;     // first byte written, from the program's pointer
+  int bytes;           // bytes written
+  int counted;         // overflows the free must count
+};
+
+void test_red_zones(const strategy_info& s, const options& o, std::uint64_t heap_bytes) {
+  test_heap heap(s.id, heap_bytes, gpualloc::heap_flag_checked, 3);
+  heap_header* h = heap.get();
+  const gpualloc::heap_counters& c = h->counters;
+  const auto name = [&] { return std::string(s.name); };
+  const stray_write writes[] = {
+      {15, 15, 1, 1},   // one byte past a 15-byte block: into its slack
+      {16, 16, 8, 1},   // eight past a 16-byte block
+      {16, -1, 1, 1},   // one before
+      {100, -16, 16, 1},  // the whole front zone
+      {64, 79, 1, 1},   // the back zone's last byte
+      {40, -4, 48, 2},  // both ends
+      {40, 0, 40, 0},   // the block itself: nothing
+  };
+  std::fprintf(stderr, "  (expect reported overflows, underflows and bad frees:)\n");
+  for (const stray_write& w : writes) {
+    const std::uint64_t before = c.overflows;
+    auto* p = static_cast<unsigned char*>(gpualloc::heap_malloc(h, w.size));
+    if (p == nullptr) {
+      FAIL("%s red zones: malloc(%" PRIu64 ") returned NULL", name().c_str(), w.size);
+      continue;
+    }
+    std::memset(p + w.at, 0x5a, static_cast<std::size_t>(w.bytes));
+    gpualloc::heap_free(h, p);
+    if (c.overflows - before != static_cast<std::uint64_t>(w.counted))
+      FAIL("%s red zones: %d byte(s) written at %" PRId64 " of a %" PRIu64 "-byte block counted %" PRIu64 " times, not %d",
+           name().c_str(), w.bytes, w.at, w.size, c.overflows - before, w.counted);
+  }
+  // Pointers that are not a block's start: refused, counted, the block intact.
+  auto* p = static_cast<unsigned char*>(gpualloc::heap_malloc(h, 64));
+  auto* q = static_cast<unsigned char*>(gpualloc::heap_malloc(h, 64));
+  if (p != nullptr && q != nullptr) {
+    gpualloc::heap_free(h, p + 16);  // into the block
+    gpualloc::heap_free(h, p + 96);  // past its back zone
+    if (c.foreign_frees != 2) FAIL("%s red zones: %" PRIu64 " of 2 bad frees counted", name().c_str(), c.foreign_frees);
+  }
+  gpualloc::heap_free(h, p);
+  gpualloc::heap_free(h, q);
+  if (c.double_frees != 0 || c.mallocs != c.frees)
+    FAIL("%s red zones: counters double %" PRIu64 " mallocs %" PRIu64 " frees %" PRIu64, name().c_str(), c.double_frees,
+         c.mallocs, c.frees);
+
+  // Threads overflow by one byte now and then; the count is theirs.
+  const std::uint64_t base = c.overflows;
+  std::atomic<std::uint64_t> written{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < o.threads; ++t)
+    ts.emplace_back([&, t] {
+      std::uint64_t x = 0x9e3779b97f4a7c15ull * (t + 1), mine = 0;
+      for (int i = 0; i < 400; ++i) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const std::uint64_t size = 1 + (x >> 33) % 300;
+        auto* b = static_cast<unsigned char*>(gpualloc::heap_malloc(h, size));
+        if (b == nullptr) continue;
+        std::memset(b, 0x33, size);
+        if ((x >> 20) % 8 == 0) b[size] = 0x33, ++mine;
+        gpualloc::heap_free(h, b);
+      }
+      written += mine;
+    });
+  for (auto& t : ts) t.join();
+  if (c.overflows - base != written.load())
+    FAIL("%s red zones, %d threads: %" PRIu64 " overflows counted, %" PRIu64 " made", name().c_str(), o.threads,
+         c.overflows - base, written.load());
+  std::printf("  red zones: %zu stray writes, 2 bad frees, %" PRIu64 " overflows from %d threads\n",
+              std::size(writes), written.load(), o.threads);
+}
+
 bool selected(const options& o, std::string_view name) {
   if (o.only.empty()) return true;
   for (const std::string& n : o.only)
@@ -447,6 +527,7 @@ int main(int argc, char** argv) {
       if (!HOST_TEST_TSAN) test_big_heap(s);
     }
     test_checked(s, o, heap_bytes);
+    test_red_zones(s, o, heap_bytes);
     test_warps(s, o);
     test_churn(s, o);
     test_faults(s, o);
