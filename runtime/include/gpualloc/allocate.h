@@ -89,6 +89,28 @@ GPUALLOC_INLINE bool may_be_block(const heap_header* h, strategy_id strategy, co
   return aligned && in_heap;
 }
 
+// With statistics or checked mode: the block the strategy handed out
+// (nullptr: none) made the program's, its header (and zones) written and
+// counted; returns the program's pointer. Out of line, as take_back_tracked:
+// the unchecked paths of every kernel that allocates keep their registers
+// (wrapper/register-parity.test: Ouroboros-C-VA's thrust_sort kernel went
+// 8 registers over its folded build with these inlined).
+GPUALLOC_HD __attribute__((noinline)) inline void* hand_out_tracked(heap_header* h, void* block, std::uint64_t size) {
+  heap_counters& c = h->counters;
+  count(c.mallocs, block != nullptr);
+  count(c.failed_mallocs, block == nullptr);
+  if (block == nullptr) return nullptr;
+  if (h->flags & heap_flag_stats) {
+    std::uint64_t now = device_atomic<std::uint64_t>(c.bytes_in_use).fetch_add(size, relaxed) + size;
+    device_atomic<std::uint64_t>(c.peak_bytes).fetch_max(now, relaxed);
+  }
+  if (h->flags & heap_flag_checked) return checked::make_block(block, size);
+  auto* header = static_cast<block_header*>(block);
+  header->requested = size;
+  device_atomic<std::uint32_t>(header->tag).store(block_live, relaxed);
+  return header + 1;
+}
+
 // Checked mode's free of p, up to the strategy's: true if p is a live block
 // (its requested size in *released), now freed; false, reported and
 // counted, if it is not (checked.h C1, C2). Damaged red zones are reported
@@ -117,6 +139,29 @@ GPUALLOC_INLINE bool checked_release(heap_header* h, strategy_id strategy, void*
   return true;
 }
 
+
+// With statistics or checked mode: the free of the program's pointer p
+// checked (checked mode) and counted; returns the block to give back to the
+// strategy, or nullptr when there is none (a bad free, reported).
+GPUALLOC_HD __attribute__((noinline)) inline void* take_back_tracked(heap_header* h, strategy_id strategy, void* p) {
+  void* block;
+  std::uint64_t released = 0;  // the bytes the program asked for
+  if (h->flags & heap_flag_checked) {
+    if (!checked_release(h, strategy, p, &released)) return nullptr;
+    block = checked::header_of(p);
+  } else {
+    // Statistics only: no checks. acq_rel: the free happens after every write the owner made to the block.
+    auto* header = static_cast<block_header*>(p) - 1;
+    std::uint32_t expected = block_live;
+    device_atomic<std::uint32_t>(header->tag).compare_exchange_strong(expected, block_freed, acq_rel);
+    released = header->requested;
+    block = header;
+  }
+  count(h->counters.frees, 1);
+  if (h->flags & heap_flag_stats) device_atomic<std::uint64_t>(h->counters.bytes_in_use).fetch_sub(released, relaxed);
+  return block;
+}
+
 }  // namespace detail
 
 // `strategy` is a compile-time constant in every runtime build (one build per
@@ -135,24 +180,7 @@ GPUALLOC_INLINE void* heap_malloc(heap_header* h, std::uint64_t size, strategy_i
     return S::malloc(state_of<typename S::state>(h), h->space, bytes, group);
   });
 
-  if (!tracked) return block;
-  void* user = nullptr;
-  if (block != nullptr && checked) {
-    user = checked::make_block(block, size);
-  } else if (block != nullptr) {
-    auto* header = static_cast<block_header*>(block);
-    header->requested = size;
-    detail::device_atomic<std::uint32_t>(header->tag).store(block_live, detail::relaxed);
-    user = header + 1;
-  }
-  heap_counters& c = h->counters;
-  detail::count(c.mallocs, block != nullptr);
-  detail::count(c.failed_mallocs, block == nullptr);
-  if ((h->flags & heap_flag_stats) && block != nullptr) {
-    std::uint64_t now = detail::device_atomic<std::uint64_t>(c.bytes_in_use).fetch_add(size, detail::relaxed) + size;
-    detail::device_atomic<std::uint64_t>(c.peak_bytes).fetch_max(now, detail::relaxed);
-  }
-  return user;
+  return tracked ? detail::hand_out_tracked(h, block, size) : block;
 }
 
 // In checked mode a free that is not valid (foreign pointer, double free) is
@@ -160,35 +188,13 @@ GPUALLOC_INLINE void* heap_malloc(heap_header* h, std::uint64_t size, strategy_i
 // group holds only lanes that really call it.
 GPUALLOC_INLINE void heap_free(heap_header* h, void* p, strategy_id strategy, coalescing how) {
   if (p == nullptr) return;
-  if (!detail::tracks_blocks(h)) {
-    const detail::lane_group group = detail::form_group(h, how);
-    visit_strategy(strategy, [&](auto tag) {
-      using S = typename decltype(tag)::type;
-      S::free(state_of<typename S::state>(h), h->space, p, group);
-    });
-    return;
-  }
-
-  void* block;                 // what the strategy handed out
-  std::uint64_t released = 0;  // the bytes the program asked for
-  if (h->flags & heap_flag_checked) {
-    if (!detail::checked_release(h, strategy, p, &released)) return;
-    block = checked::header_of(p);
-  } else {
-    // Statistics only: no checks. acq_rel: the free happens after every write the owner made to the block.
-    auto* header = static_cast<block_header*>(p) - 1;
-    std::uint32_t expected = block_live;
-    detail::device_atomic<std::uint32_t>(header->tag).compare_exchange_strong(expected, block_freed, detail::acq_rel);
-    released = header->requested;
-    block = header;
-  }
+  void* block = p;  // what the strategy handed out
+  if (detail::tracks_blocks(h) && (block = detail::take_back_tracked(h, strategy, p)) == nullptr) return;
   const detail::lane_group group = detail::form_group(h, how);
   visit_strategy(strategy, [&](auto tag) {
     using S = typename decltype(tag)::type;
     S::free(state_of<typename S::state>(h), h->space, block, group);
   });
-  detail::count(h->counters.frees, 1);
-  if (h->flags & heap_flag_stats) detail::device_atomic<std::uint64_t>(h->counters.bytes_in_use).fetch_sub(released, detail::relaxed);
 }
 
 // Alignment above 16: over-allocate by `align` and store the distance back to

@@ -50,6 +50,7 @@ namespace gpualloc::checked {
 
 inline constexpr unsigned char zone_byte = 0xc5;           // what a red zone holds
 inline constexpr std::uint64_t zone_bytes = 16;            // each red zone, at least
+inline constexpr std::uint64_t zone_word = 0x0101010101010101ull * zone_byte;  // eight zone bytes
 
 // The allocating thread: its block and its thread index.
 struct thread_place {
@@ -66,10 +67,19 @@ struct checked_header {
 };
 static_assert(sizeof(checked_header) == 32);
 
-// Bytes in front of the program's pointer, and in all, for a request of `size`.
+// Bytes in front of the program's pointer, from it to the back zone, and in
+// all, for a request of `size`.
 inline constexpr std::uint64_t front_bytes = sizeof(checked_header) + zone_bytes;
-GPUALLOC_INLINE std::uint64_t block_bytes(std::uint64_t size) {
-  return front_bytes + round_up(size == 0 ? 1 : size, min_alignment) + zone_bytes;
+GPUALLOC_INLINE std::uint64_t body_bytes(std::uint64_t size) { return round_up(size == 0 ? 1 : size, min_alignment); }
+GPUALLOC_INLINE std::uint64_t block_bytes(std::uint64_t size) { return front_bytes + body_bytes(size) + zone_bytes; }
+
+// The back zone's two words (16-byte aligned, as the program's pointer);
+// the front zone's are the two before the program's pointer. Written and
+// checked a word at a time: byte by byte, checked mode's blocks took 35x
+// as long to allocate as unchecked ones (H200, 2^20 16 B blocks, atomic).
+GPUALLOC_INLINE std::uint64_t* zone_words(const void* p, std::uint64_t size) {
+  return reinterpret_cast<std::uint64_t*>(const_cast<unsigned char*>(static_cast<const unsigned char*>(p)) +
+                                          body_bytes(size));
 }
 
 GPUALLOC_INLINE thread_place this_thread() {
@@ -110,9 +120,10 @@ GPUALLOC_INLINE void* make_block(void* block, std::uint64_t size) {
   detail::device_atomic<std::uint32_t>(h->seal).store(seal_of(h, size, t.block, thread), detail::relaxed);
   detail::device_atomic<std::uint32_t>(h->tag).store(block_live, detail::relaxed);
   unsigned char* user = static_cast<unsigned char*>(block) + front_bytes;
-  for (std::uint64_t i = 0; i < zone_bytes; ++i) user[i - zone_bytes] = zone_byte;
-  const std::uint64_t end = round_up(size == 0 ? 1 : size, min_alignment) + zone_bytes;
-  for (std::uint64_t i = size; i < end; ++i) user[i] = zone_byte;
+  for (std::uint64_t i = size; i < body_bytes(size); ++i) user[i] = zone_byte;  // the slack, under 16 bytes
+  std::uint64_t* front = reinterpret_cast<std::uint64_t*>(user) - 2;
+  std::uint64_t* back = zone_words(user, size);
+  front[0] = front[1] = back[0] = back[1] = zone_word;
   return user;
 }
 
@@ -141,6 +152,8 @@ struct damage {
 GPUALLOC_INLINE damage front_damage(const void* p) {
   const auto* user = static_cast<const unsigned char*>(p);
   damage d;
+  const auto* words = reinterpret_cast<const std::uint64_t*>(p);
+  if (words[-2] == zone_word && words[-1] == zone_word) return d;
   for (std::int64_t i = -static_cast<std::int64_t>(zone_bytes); i < 0; ++i)
     if (user[i] != zone_byte) {
       if (!d.any()) d.first = i;
@@ -150,8 +163,11 @@ GPUALLOC_INLINE damage front_damage(const void* p) {
 }
 GPUALLOC_INLINE damage back_damage(const void* p, std::uint64_t requested) {
   const auto* user = static_cast<const unsigned char*>(p);
-  const std::uint64_t end = round_up(requested == 0 ? 1 : requested, min_alignment) + zone_bytes;
+  const std::uint64_t body = body_bytes(requested), end = body + zone_bytes;
   damage d;
+  bool intact = zone_words(p, requested)[0] == zone_word && zone_words(p, requested)[1] == zone_word;
+  for (std::uint64_t i = requested; i < body; ++i) intact &= user[i] == zone_byte;
+  if (intact) return d;
   for (std::uint64_t i = requested; i < end; ++i)
     if (user[i] != zone_byte) {
       if (!d.any()) d.first = static_cast<std::int64_t>(i);
