@@ -350,29 +350,29 @@ struct list_queue {
   GPUALLOC_HD static void put_on(heap h, unsigned c, std::uint32_t x, std::uint64_t pos, Entry e) {
     Entry& s = queue_chunk::slot<Entry>(h, x, pos);
     detail::index_slot<Entry>::put(s, e);
-    if (pos % segment == segment - 1) {
-      queue_control& q = h.queue(c);
-      detail::once_slot<Entry>::all_put(&s + 1 - segment, segment);
-      count_segment<Entry>(h, q, q.list_back, x, pos / spots<Entry>, one_put);  // the back may hold recycling up (Q2)
-    }
+    if (pos % segment == segment - 1) count_segment<Entry>(h, c, &s + 1 - segment, x, pos / spots<Entry>, one_put);
   }
   template <class Entry>
   GPUALLOC_HD static Entry take_on(heap h, unsigned c, std::uint32_t x, std::uint64_t pos) {
     Entry& s = queue_chunk::slot<Entry>(h, x, pos);
     const Entry e = detail::once_slot<Entry>::take(s);
-    if (pos % segment == segment - 1) {
-      queue_control& q = h.queue(c);
-      detail::once_slot<Entry>::all_taken(&s + 1 - segment, segment);
-      count_segment<Entry>(h, q, q.list_front, x, pos / spots<Entry>, one_take);
-    }
+    if (pos % segment == segment - 1) count_segment<Entry>(h, c, &s + 1 - segment, x, pos / spots<Entry>, one_take);
     return e;
   }
 
-  // Counts a segment of puts or takes on chunk x (ordinal k); the count that
-  // completes the chunk moves the list pointer `ptr` (back or front) on.
+  // By the thread at a segment's last position: once the segment's slots
+  // (from `first`) are all put or all taken, counts the segment on chunk x
+  // (ordinal k); the count that completes the chunk moves the back or the
+  // front on (the back may be what held recycling up: Q2).
   template <class Entry>
-  GPUALLOC_HD __attribute__((noinline)) static void count_segment(heap h, queue_control& q, std::uint64_t& ptr,
-                                                                  std::uint32_t x, std::uint64_t k, std::uint64_t one) {
+  GPUALLOC_HD __attribute__((noinline)) static void count_segment(heap h, unsigned c, Entry* first, std::uint32_t x,
+                                                                  std::uint64_t k, std::uint64_t one) {
+    if (one == one_put)
+      detail::once_slot<Entry>::all_put(first, segment);
+    else
+      detail::once_slot<Entry>::all_taken(first, segment);
+    queue_control& q = h.queue(c);
+    std::uint64_t& ptr = one == one_put ? q.list_back : q.list_front;
     const std::uint64_t n =
         detail::device_atomic<std::uint64_t>(counts(h, x)).fetch_add(segment * one, cuda::memory_order_seq_cst);
     if (count_of(n, one) + segment != spots<Entry>) return;
