@@ -91,11 +91,8 @@ GPUALLOC_INLINE bool may_be_block(const heap_header* h, strategy_id strategy, co
 
 // With statistics or checked mode: the block the strategy handed out
 // (nullptr: none) made the program's, its header (and zones) written and
-// counted; returns the program's pointer. Out of line, as take_back_tracked:
-// the unchecked paths of every kernel that allocates keep their registers
-// (wrapper/register-parity.test: Ouroboros-C-VA's thrust_sort kernel went
-// 8 registers over its folded build with these inlined).
-GPUALLOC_HD __attribute__((noinline)) inline void* hand_out_tracked(heap_header* h, void* block, std::uint64_t size) {
+// counted; returns the program's pointer.
+GPUALLOC_INLINE void* hand_out_tracked(heap_header* h, void* block, std::uint64_t size) {
   heap_counters& c = h->counters;
   count(c.mallocs, block != nullptr);
   count(c.failed_mallocs, block == nullptr);
@@ -142,7 +139,12 @@ GPUALLOC_INLINE bool checked_release(heap_header* h, strategy_id strategy, void*
 
 // With statistics or checked mode: the free of the program's pointer p
 // checked (checked mode) and counted; returns the block to give back to the
-// strategy, or nullptr when there is none (a bad free, reported).
+// strategy, or nullptr when there is none (a bad free, reported). Out of
+// line, so that the strategy's free has one call site and the unchecked
+// paths of every kernel that frees keep their registers
+// (wrapper/register-parity.test: with this inlined, Ouroboros-C-VA's
+// thrust_sort kernel was 8 registers over its folded build; with
+// hand_out_tracked out of line too, cfmalloc's was).
 GPUALLOC_HD __attribute__((noinline)) inline void* take_back_tracked(heap_header* h, strategy_id strategy, void* p) {
   void* block;
   std::uint64_t released = 0;  // the bytes the program asked for
