@@ -334,31 +334,24 @@ struct list_queue {
   template <class Entry>
   GPUALLOC_HD static void put(heap h, unsigned c, std::uint64_t pos, Entry e) {
     const std::uint64_t k = pos / spots<Entry>;
-    put_on<Entry>(h, c, pos % spots<Entry> == 0 ? extend<Entry>(h, c, k) : locate(h, c, h.queue(c).list_back, k), pos, e);
+    const std::uint32_t x = pos % spots<Entry> == 0 ? extend<Entry>(h, c, k) : locate(h, c, h.queue(c).list_back, k);
+    Entry& s = queue_chunk::slot<Entry>(h, x, pos);
+    detail::index_slot<Entry>::put(s, e);
+    if (pos % segment == segment - 1) count_segment<Entry>(h, c, &s + 1 - segment, x, k, one_put);
   }
 
   template <class Entry>
   GPUALLOC_HD static Entry take(heap h, unsigned c, std::uint64_t pos) {
-    return take_on<Entry>(h, c, locate(h, c, h.queue(c).list_front, pos / spots<Entry>), pos);
+    const std::uint64_t k = pos / spots<Entry>;
+    const std::uint32_t x = locate(h, c, h.queue(c).list_front, k);
+    Entry& s = queue_chunk::slot<Entry>(h, x, pos);
+    const Entry e = detail::once_slot<Entry>::take(s);
+    if (pos % segment == segment - 1) count_segment<Entry>(h, c, &s + 1 - segment, x, k, one_take);
+    return e;
   }
 
  private:
   static constexpr std::uint64_t one_put = std::uint64_t{1} << 32, one_take = 1;
-
-  // The put or take at pos, on chunk x (its chunk).
-  template <class Entry>
-  GPUALLOC_HD static void put_on(heap h, unsigned c, std::uint32_t x, std::uint64_t pos, Entry e) {
-    Entry& s = queue_chunk::slot<Entry>(h, x, pos);
-    detail::index_slot<Entry>::put(s, e);
-    if (pos % segment == segment - 1) count_segment<Entry>(h, c, &s + 1 - segment, x, pos / spots<Entry>, one_put);
-  }
-  template <class Entry>
-  GPUALLOC_HD static Entry take_on(heap h, unsigned c, std::uint32_t x, std::uint64_t pos) {
-    Entry& s = queue_chunk::slot<Entry>(h, x, pos);
-    const Entry e = detail::once_slot<Entry>::take(s);
-    if (pos % segment == segment - 1) count_segment<Entry>(h, c, &s + 1 - segment, x, pos / spots<Entry>, one_take);
-    return e;
-  }
 
   // By the thread at a segment's last position: once the segment's slots
   // (from `first`) are all put or all taken, counts the segment on chunk x
