@@ -136,7 +136,6 @@ GPUALLOC_INLINE bool checked_release(heap_header* h, strategy_id strategy, void*
   return true;
 }
 
-
 // With statistics or checked mode: the free of the program's pointer p
 // checked (checked mode) and counted; returns the block to give back to the
 // strategy, or nullptr when there is none (a bad free, reported). Out of

@@ -75,8 +75,10 @@ GPUALLOC_INLINE std::uint64_t block_bytes(std::uint64_t size) { return front_byt
 
 // The back zone's two words (16-byte aligned, as the program's pointer);
 // the front zone's are the two before the program's pointer. Written and
-// checked a word at a time: byte by byte, checked mode's blocks took 35x
-// as long to allocate as unchecked ones (H200, 2^20 16 B blocks, atomic).
+// checked a word at a time (bytes only where a word says damage): 2^20
+// checked 16 B allocations took 1.24 ms byte by byte, 0.96 ms so (H200,
+// atomic, measured together with allocate.h's tracked free out of line;
+// unchecked: 0.034 ms).
 GPUALLOC_INLINE std::uint64_t* zone_words(const void* p, std::uint64_t size) {
   return reinterpret_cast<std::uint64_t*>(const_cast<unsigned char*>(static_cast<const unsigned char*>(p)) +
                                           body_bytes(size));
@@ -147,33 +149,32 @@ struct damage {
   GPUALLOC_HD bool any() const { return last >= first; }
 };
 
-// The damage in the front zone (offsets -16 .. -1) or in the back zone
-// (requested .. the end of the slack + 16) of a block of `requested` bytes.
-GPUALLOC_INLINE damage front_damage(const void* p) {
+// The bytes at offsets [from, to) of p that do not hold zone_byte.
+GPUALLOC_INLINE damage damage_in(const void* p, std::int64_t from, std::int64_t to) {
   const auto* user = static_cast<const unsigned char*>(p);
   damage d;
-  const auto* words = reinterpret_cast<const std::uint64_t*>(p);
-  if (words[-2] == zone_word && words[-1] == zone_word) return d;
-  for (std::int64_t i = -static_cast<std::int64_t>(zone_bytes); i < 0; ++i)
+  for (std::int64_t i = from; i < to; ++i)
     if (user[i] != zone_byte) {
       if (!d.any()) d.first = i;
       d.last = i;
     }
   return d;
 }
+
+// The damage in the front zone (offsets -16 .. -1) or in the back zone
+// (requested .. the end of the slack + 16) of a block of `requested` bytes.
+GPUALLOC_INLINE damage front_damage(const void* p) {
+  const auto* words = static_cast<const std::uint64_t*>(p);
+  if (words[-2] == zone_word && words[-1] == zone_word) return {};
+  return damage_in(p, -static_cast<std::int64_t>(zone_bytes), 0);
+}
 GPUALLOC_INLINE damage back_damage(const void* p, std::uint64_t requested) {
   const auto* user = static_cast<const unsigned char*>(p);
-  const std::uint64_t body = body_bytes(requested), end = body + zone_bytes;
-  damage d;
+  const std::uint64_t body = body_bytes(requested);
   bool intact = zone_words(p, requested)[0] == zone_word && zone_words(p, requested)[1] == zone_word;
   for (std::uint64_t i = requested; i < body; ++i) intact &= user[i] == zone_byte;
-  if (intact) return d;
-  for (std::uint64_t i = requested; i < end; ++i)
-    if (user[i] != zone_byte) {
-      if (!d.any()) d.first = static_cast<std::int64_t>(i);
-      d.last = static_cast<std::int64_t>(i);
-    }
-  return d;
+  if (intact) return {};
+  return damage_in(p, static_cast<std::int64_t>(requested), static_cast<std::int64_t>(body + zone_bytes));
 }
 
 // Reports damage found by the free of p (the calling thread).
