@@ -3,13 +3,16 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <unordered_map>
 
 #include "driver.h"
+#include "checked_mode.h"
 #include "embedded_file.h"
 #include "gpualloc/abi.h"
 #include "gpualloc/dispatch.h"
@@ -59,7 +62,8 @@ std::uint64_t planned_bytes(unsigned long long key, std::uint64_t free_bytes) {
     auto it = t.wishes.find(key);
     bytes = it != t.wishes.end() ? it->second : env::default_heap_bytes(free_bytes);
   }
-  const std::uint64_t minimum = sizeof(heap_header) + 2 * arena_alignment;
+  const std::uint64_t minimum =
+      heap_bytes_without_arena(c.check ? heap_flag_checked : 0u) + 2 * arena_alignment;
   if (bytes < minimum) bytes = minimum;
   if (bytes > largest_heap) bytes = largest_heap;  // the allocation then fails with a message
   return round_up(bytes, arena_alignment);
@@ -70,6 +74,7 @@ CUresult load_init_kernel(context_heap& h) {
   const driver_api& d = driver();
   CUresult r = d.cuModuleLoadData(&h.init_module, gpualloc_init_fatbin[0].data);
   if (r == CUDA_SUCCESS) r = d.cuModuleGetFunction(&h.init_kernel, h.init_module, std::string(abi::init_kernel).c_str());
+  if (r == CUDA_SUCCESS) r = d.cuModuleGetFunction(&h.walk_kernel, h.init_module, std::string(abi::walk_kernel).c_str());
   if (r != CUDA_SUCCESS)
     GPUALLOC_LOG("cannot load libgpualloc's init kernels in context %llu (device %d): %s (built for compute "
                  "capabilities %s)",
@@ -90,19 +95,26 @@ CUresult initialise(context_heap& h) {
   header->strategy = static_cast<std::uint32_t>(h.strategy);
   header->flags = h.flags;
   header->heap_bytes = h.bytes;
-  // The arena's address is computed from the device address of the header.
-  header->space = manages_arena(h.strategy)
-                      ? arena_after_header(reinterpret_cast<heap_header*>(h.header), h.bytes)
-                      : arena{nullptr, 0};
+  // The checked region's and the arena's addresses follow from the device address of the header.
+  lay_out_heap(header.get(), h.header, h.bytes, manages_arena(h.strategy));
+  h.checks = header->checks;
   int sms = 1;
   d.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, h.device);
   const device_facts facts{static_cast<std::uint32_t>(sms > 0 ? sms : 1), settings().rw_unit_bytes};
   plan_strategy(header.get(), facts);
   CUresult r = d.cuMemcpyHtoDAsync_v2(h.header, header.get(), sizeof(heap_header), h.stream);
   if (r != CUDA_SUCCESS) return r;
+  if (const std::uint64_t region = checked_region_bytes(header.get()); region != 0) {
+    r = d.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(header->checks.kernel_names), 0, region, h.stream);
+    if (r != CUDA_SUCCESS) return r;
+    std::lock_guard<std::mutex> names(h.names_lock);
+    h.kernel_slots.clear();
+    h.kernel_names.assign(1, "?");
+  }
 
   const int phases = init_phases(h.strategy);
-  if (phases > 0 && (r = load_init_kernel(h)) != CUDA_SUCCESS) return r;
+  const bool walks = h.checks.walk_result != nullptr;  // checked mode walks the heap after each kernel
+  if ((phases > 0 || walks) && (r = load_init_kernel(h)) != CUDA_SUCCESS) return r;
   for (int phase = 0; phase < phases; ++phase) {
     const init_grid grid = init_shape(header.get(), phase, facts);
     CUdeviceptr heap = h.header;
@@ -145,7 +157,7 @@ CUresult create(context_heap& h) {
     size_t limit = 0;
     d.cuCtxGetLimit(&limit, CU_LIMIT_MALLOC_HEAP_SIZE);
     h.cuda_heap_bytes = limit;
-    h.bytes = round_up(sizeof(heap_header), 256);
+    h.bytes = heap_bytes_without_arena(h.flags);
   } else {
     h.bytes = planned_bytes(h.ctx_id, free_bytes);
   }
@@ -168,7 +180,7 @@ CUresult create(context_heap& h) {
     if (h.init_module != nullptr) d.cuModuleUnload(h.init_module);
     if (h.stream != nullptr) d.cuStreamDestroy_v2(h.stream);
     d.cuMemFree_v2(h.header);
-    h.init_module = nullptr, h.init_kernel = nullptr, h.stream = nullptr, h.header = 0;
+    h.init_module = nullptr, h.init_kernel = nullptr, h.walk_kernel = nullptr, h.stream = nullptr, h.header = 0;
     return r;
   }
 
@@ -256,6 +268,35 @@ CUresult read_counters(context_heap& h, heap_counters* out, bool whole_context, 
   return r;
 }
 
+CUresult walk_heap(context_heap& h, checked::walk task, CUstream after, std::uint64_t threshold,
+                   checked::walk_result* out) {
+  const driver_api& d = driver();
+  std::lock_guard<std::mutex> busy(h.busy);
+  context_scope scope(h.ctx);
+  if (scope.status() != CUDA_SUCCESS) return scope.status();
+  relaxed_capture_scope relaxed;
+  const auto result = reinterpret_cast<CUdeviceptr>(h.checks.walk_result);
+  if (result == 0 || h.walk_kernel == nullptr) return CUDA_ERROR_NOT_SUPPORTED;  // not in checked mode
+  CUresult r = d.cuStreamSynchronize(after);
+  if (r != CUDA_SUCCESS) return r;
+  if ((r = d.cuMemsetD8Async(result, 0, sizeof(checked::walk_result), h.stream)) != CUDA_SUCCESS) return r;
+  if ((r = d.cuMemcpyHtoDAsync_v2(result + offsetof(checked::walk_result, threshold), &threshold, sizeof threshold,
+                                  h.stream)) != CUDA_SUCCESS)
+    return r;
+  // One thread per live-map word or quarantine slot, up to 64 blocks of 256 threads per SM.
+  int sms = 1;
+  d.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, h.device);
+  const std::uint64_t items = std::max(h.checks.live_words, h.checks.quarantine_slots);
+  const unsigned blocks = static_cast<unsigned>(std::clamp<std::uint64_t>((items + 255) / 256, 1, 64ull * sms));
+  CUdeviceptr heap = h.header;
+  int task_number = static_cast<int>(task);
+  void* args[] = {&heap, &task_number};
+  r = d.cuLaunchKernel(h.walk_kernel, blocks, 1, 1, 256, 1, 1, 0, h.stream, args, nullptr);
+  if (r == CUDA_SUCCESS && out != nullptr) r = d.cuMemcpyDtoHAsync_v2(out, result, sizeof *out, h.stream);
+  if (r == CUDA_SUCCESS) r = d.cuStreamSynchronize(h.stream);
+  return r;
+}
+
 void retire_context(unsigned long long key, const heap_counters* known) {
   tables& t = state();
   heap_ref h;
@@ -275,8 +316,10 @@ void retire_context(unsigned long long key, const heap_counters* known) {
       counters = *known;
     else
       r = read_counters(*h, &counters, true);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
       remember_retired(*h, counters);
+      report_leaks(*h, counters, "the context goes away");
+    }
     else
       GPUALLOC_LOG("cannot read the statistics of context %llu before it goes away: %s", h->ctx_id, error_name(r));
   }

@@ -29,12 +29,15 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <cuda.h>
 
 #include "gpualloc/heap.h"
 #include "gpualloc/registry.h"
+#include "gpualloc/walks.h"
 
 namespace gpualloc::interpose {
 
@@ -51,9 +54,18 @@ struct context_heap {
   std::uint64_t bytes = 0;            // our allocation (the header's heap_bytes)
   std::uint64_t cuda_heap_bytes = 0;  // a strategy without an arena: CUDA's heap limit
   CUstream stream = nullptr;          // libgpualloc's own non-blocking stream in ctx
-  CUmodule init_module = nullptr;     // the embedded init kernel, loaded on first need
+  CUmodule init_module = nullptr;     // the embedded init kernels, loaded on first need
   CUfunction init_kernel = nullptr;
-  std::atomic<std::uint64_t> errors_reported{0};  // checked mode: bad frees + overflows already reported
+  CUfunction walk_kernel = nullptr;   // checked mode's walks (walks.h)
+  std::atomic<std::uint64_t> errors_reported{0};  // checked mode: errors already reported
+
+  checked_region checks{};            // checked mode: where the heap's region lies (device addresses)
+
+  // Checked mode: the kernels named in the heap's kernel_names so far (by
+  // slot, slot 0 unused) and their slots; emptied with the heap's region.
+  std::mutex names_lock;
+  std::unordered_map<CUfunction, std::uint32_t> kernel_slots;
+  std::vector<std::string> kernel_names;
 
   // Bytes the statistics table shows: our heap, or CUDA's for `cuda`.
   std::uint64_t shown_bytes() const;
@@ -79,6 +91,12 @@ CUresult reset_heap(context_heap& heap);
 // The heap's counters: after the context's work (whole_context), or after
 // the work queued so far on `stream`.
 CUresult read_counters(context_heap& heap, heap_counters* out, bool whole_context, CUstream stream = nullptr);
+
+// Checked mode: runs walk `task` over the heap (walks.h) once the work
+// queued so far on `after` is done, and copies its result into *out (when
+// not null). `threshold`: the listing's smallest size.
+CUresult walk_heap(context_heap& heap, checked::walk task, CUstream after, std::uint64_t threshold,
+                   checked::walk_result* out);
 
 // Forgets a context (by its key) before it is destroyed: collects its statistics (when enabled;
 // `known`: counters already read, else they are read now) and drops its heap

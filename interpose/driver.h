@@ -35,6 +35,7 @@ namespace gpualloc::interpose {
   X(cuMemFree_v2, CUresult, (CUdeviceptr))                                                           \
   X(cuMemcpyHtoDAsync_v2, CUresult, (CUdeviceptr, const void*, size_t, CUstream))                    \
   X(cuMemcpyDtoHAsync_v2, CUresult, (void*, CUdeviceptr, size_t, CUstream))                          \
+  X(cuMemsetD8Async, CUresult, (CUdeviceptr, unsigned char, size_t, CUstream))                      \
   X(cuStreamCreate, CUresult, (CUstream*, unsigned int))                                             \
   X(cuStreamSynchronize, CUresult, (CUstream))                                                       \
   X(cuStreamDestroy_v2, CUresult, (CUstream))                                                        \

@@ -30,6 +30,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "checked_mode.h"
 #include "context_heaps.h"
 #include "driver.h"
 #include "gpualloc/dispatch.h"
@@ -135,6 +136,7 @@ CUresult impl_launch_kernel(Fn real, bool ptsz, CUfunction f, unsigned gx, unsig
                             unsigned by, unsigned bz, unsigned shared, CUstream stream, void** params, void** extra) {
   launch_info info;
   if (CUresult r = prepare_launch(f, &info); r != CUDA_SUCCESS) return r;
+  if (info.checked) before_launch(info, stream, ptsz);
   CUresult r = real(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
   if (r == CUDA_SUCCESS && info.checked) after_launch(info, stream, ptsz);
   return r;
@@ -148,8 +150,10 @@ CUresult impl_launch_kernel_ex(Fn real, bool ptsz, const CUlaunchConfig* config,
                                void** extra) {
   launch_info info;
   if (CUresult r = prepare_launch(f, &info); r != CUDA_SUCCESS) return r;
+  CUstream stream = config != nullptr ? config->hStream : nullptr;
+  if (info.checked) before_launch(info, stream, ptsz);
   CUresult r = real(config, f, params, extra);
-  if (r == CUDA_SUCCESS && info.checked) after_launch(info, config != nullptr ? config->hStream : nullptr, ptsz);
+  if (r == CUDA_SUCCESS && info.checked) after_launch(info, stream, ptsz);
   return r;
 }
 
@@ -163,6 +167,7 @@ CUresult impl_launch_cooperative(Fn real, bool ptsz, CUfunction f, unsigned gx, 
                                  unsigned by, unsigned bz, unsigned shared, CUstream stream, void** params) {
   launch_info info;
   if (CUresult r = prepare_launch(f, &info); r != CUDA_SUCCESS) return r;
+  if (info.checked) before_launch(info, stream, ptsz);
   CUresult r = real(f, gx, gy, gz, bx, by, bz, shared, stream, params);
   if (r == CUDA_SUCCESS && info.checked) after_launch(info, stream, ptsz);
   return r;

@@ -15,7 +15,7 @@ namespace gpualloc::interpose {
 namespace {
 
 static_assert(sizeof(gpualloc_counters_t) == sizeof(heap_counters), "host.h mirrors heap_counters");
-static_assert(offsetof(gpualloc_counters_t, overflows) == offsetof(heap_counters, overflows),
+static_assert(offsetof(gpualloc_counters_t, use_after_frees) == offsetof(heap_counters, use_after_frees),
               "host.h mirrors heap_counters");
 
 // The current context, or null.

@@ -76,12 +76,6 @@ CUresult write_heap_pointer(context_heap& heap, CUdeviceptr variable) {
   return r;
 }
 
-std::string name_of(CUfunction function) {
-  const char* name = nullptr;
-  if (driver().cuFuncGetName(&name, function) != CUDA_SUCCESS || name == nullptr) return "?";
-  return name;
-}
-
 // Reads the u32 module global `name` of a module that has it, or returns false.
 bool read_u32(const context_heap& heap, CUmodule module, const std::string& name, std::uint32_t* value,
               CUresult* error) {
@@ -230,6 +224,12 @@ void collect_kernel_nodes(CUgraph graph, std::vector<CUDA_KERNEL_NODE_PARAMS_v2>
 
 }  // namespace
 
+std::string name_of(CUfunction function) {
+  const char* name = nullptr;
+  if (driver().cuFuncGetName(&name, function) != CUDA_SUCCESS || name == nullptr) return "?";
+  return name;
+}
+
 CUresult prepare_launch(CUfunction f, launch_info* info) {
   const driver_api& d = driver();
   if (!d.loaded || f == nullptr) return CUDA_SUCCESS;
@@ -268,38 +268,6 @@ CUresult prepare_graph(CUgraph graph) {
     if (r != CUDA_SUCCESS) return r;
   }
   return CUDA_SUCCESS;
-}
-
-void after_launch(const launch_info& info, CUstream stream, bool per_thread) {
-  if (!info.checked) return;
-  const driver_api& d = driver();
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  auto is_capturing = per_thread && d.cuStreamIsCapturing_ptsz != nullptr ? d.cuStreamIsCapturing_ptsz
-                                                                          : d.cuStreamIsCapturing;
-  if (is_capturing(stream, &capture) != CUDA_SUCCESS || capture != CU_STREAM_CAPTURE_STATUS_NONE) return;
-
-  // Only the launch's own stream is waited for, and no lock is held meanwhile:
-  // a kernel that waits for another host thread's work cannot deadlock here.
-  heap_ref heap = find_heap(info.ctx);
-  if (heap == nullptr) return;  // the context went away meanwhile
-  heap_counters counters{};
-  CUstream waited = stream == nullptr && per_thread ? CU_STREAM_PER_THREAD : stream;
-  CUresult r = read_counters(*heap, &counters, false, waited);
-  if (r != CUDA_SUCCESS) {
-    GPUALLOC_LOG("checked mode: kernel %s failed: %s", name_of(info.function).c_str(), error_name(r));
-    return;
-  }
-  const std::uint64_t errors = counters.double_frees + counters.foreign_frees + counters.overflows;
-  std::uint64_t reported = heap->errors_reported.load();
-  while (errors > reported && !heap->errors_reported.compare_exchange_weak(reported, errors)) {
-  }
-  if (errors > reported)
-    GPUALLOC_LOG("checked mode: kernel %s made %llu heap error(s) in context %llu (so far %llu double free(s), "
-                 "%llu foreign free(s), %llu overflow(s))",
-                 name_of(info.function).c_str(), static_cast<unsigned long long>(errors - reported), heap->ctx_id,
-                 static_cast<unsigned long long>(counters.double_frees),
-                 static_cast<unsigned long long>(counters.foreign_frees),
-                 static_cast<unsigned long long>(counters.overflows));
 }
 
 void forget_modules() {

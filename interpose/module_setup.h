@@ -15,6 +15,8 @@
 
 #include <cuda.h>
 
+#include <string>
+
 #include "context_heaps.h"
 
 namespace gpualloc::interpose {
@@ -31,10 +33,8 @@ struct launch_info {
 // to the real launch to report.
 CUresult prepare_launch(CUfunction f, launch_info* info);
 
-// After a launch enqueued on `stream` (per_thread: the launch was a _ptsz
-// variant): in checked mode, synchronise and report new invalid frees with
-// the kernel's name. Does nothing while the stream is being captured.
-void after_launch(const launch_info& info, CUstream stream, bool per_thread);
+// A function's name as the driver tells it ("?" if it does not).
+std::string name_of(CUfunction function);
 
 // Prepares every kernel node of `graph`, recursing into child graphs.
 CUresult prepare_graph(CUgraph graph);

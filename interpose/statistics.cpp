@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "checked_mode.h"
 #include "driver.h"
 #include "log.h"
 
@@ -72,20 +73,24 @@ void exit_report() {
     heap_counters counters{};
     bool valid = read_counters(*h, &counters, true) == CUDA_SUCCESS;
     rows.push_back(make_row(*h, counters, valid));
+    if (valid) report_leaks(*h, counters, "the program exits");
   }
   if (c.stats) {
     std::fprintf(stderr, "gpualloc: statistics at exit\n");
     print_rows(rows);
   }
   if (c.check) {
-    std::uint64_t doubles = 0, foreign = 0, overflows = 0;
-    for (const row& r : rows)
+    std::uint64_t doubles = 0, foreign = 0, overflows = 0, after_free = 0;
+    for (const row& r : rows) {
       doubles += r.counters.double_frees, foreign += r.counters.foreign_frees, overflows += r.counters.overflows;
-    if (doubles + foreign + overflows != 0)
+      after_free += r.counters.use_after_frees;
+    }
+    if (doubles + foreign + overflows + after_free != 0)
       std::fprintf(stderr,
-                   "gpualloc: checked mode: %llu double free(s), %llu foreign free(s), %llu overflow(s) in this run\n",
+                   "gpualloc: checked mode: %llu double free(s), %llu foreign free(s), %llu overflow(s), %llu use(s) "
+                   "after free in this run\n",
                    static_cast<unsigned long long>(doubles), static_cast<unsigned long long>(foreign),
-                   static_cast<unsigned long long>(overflows));
+                   static_cast<unsigned long long>(overflows), static_cast<unsigned long long>(after_free));
   }
 }
 

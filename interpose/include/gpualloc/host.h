@@ -20,8 +20,9 @@ extern "C" {
  * runtime/include/gpualloc/heap.h, same layout). mallocs, frees and
  * failed_mallocs are counted with GPUALLOC_STATS=1 or GPUALLOC_CHECK=1;
  * bytes_in_use and peak_bytes with GPUALLOC_STATS=1; double_frees,
- * foreign_frees and overflows (blocks found written past either end) with
- * GPUALLOC_CHECK=1. Otherwise they stay 0. */
+ * foreign_frees, overflows (blocks found written past either end) and
+ * use_after_frees (freed blocks found written) with GPUALLOC_CHECK=1.
+ * Otherwise they stay 0. */
 struct gpualloc_counters_t {
   unsigned long long mallocs;
   unsigned long long frees;
@@ -31,6 +32,7 @@ struct gpualloc_counters_t {
   unsigned long long double_frees;
   unsigned long long foreign_frees;
   unsigned long long overflows;
+  unsigned long long use_after_frees;
 };
 
 /* Synchronises the current context and re-initialises its heap: every block

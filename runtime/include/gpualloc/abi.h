@@ -25,7 +25,7 @@ namespace gpualloc::abi {
 
 // Bumped whenever anything below, the entry points' signatures or the heap
 // header (heap.h) changes meaning.
-inline constexpr std::uint32_t version = 3;
+inline constexpr std::uint32_t version = 4;
 
 // The entry points (extern "C", device). `size`/`align` are u64, pointers generic.
 inline constexpr std::string_view malloc_entry = "__gpualloc_malloc";                  // ptr (size): lanes may ask for different sizes
@@ -47,6 +47,8 @@ inline constexpr std::string_view ptx_blob = "__gpualloc_ptx";        // bytes: 
 // The kernel of a strategy's runtime module that runs init phases:
 // __gpualloc_init(heap_header* heap, int phase).
 inline constexpr std::string_view init_kernel = "__gpualloc_init";
+// Its kernel of checked mode's walks (walks.h): __gpualloc_walk(heap_header* heap, int task).
+inline constexpr std::string_view walk_kernel = "__gpualloc_walk";
 
 // The prefix of every other symbol of a runtime module, so that it cannot
 // collide with a name of the user's module it is joined with.

@@ -18,7 +18,9 @@
 // Tracking header: with statistics on, each block starts with a 16-byte
 // block_header (the requested size and a live/freed tag) in front of the
 // pointer the program sees; in checked mode with a sealed header and red
-// zones instead (checked.h). Both switches are fixed per heap at init.
+// zones instead (checked.h), a bit in the map of live blocks (live_map.h)
+// and, once freed, a stay in the quarantine (quarantine.h) before the
+// strategy gets the block back. Both switches are fixed per heap at init.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,8 @@
 #include "gpualloc/detail/warp.h"
 #include "gpualloc/dispatch.h"
 #include "gpualloc/heap.h"
+#include "gpualloc/live_map.h"
+#include "gpualloc/quarantine.h"
 
 namespace gpualloc {
 
@@ -101,18 +105,24 @@ GPUALLOC_INLINE void* hand_out_tracked(heap_header* h, void* block, std::uint64_
     std::uint64_t now = device_atomic<std::uint64_t>(c.bytes_in_use).fetch_add(size, relaxed) + size;
     device_atomic<std::uint64_t>(c.peak_bytes).fetch_max(now, relaxed);
   }
-  if (h->flags & heap_flag_checked) return checked::make_block(block, size);
+  if (h->flags & heap_flag_checked) {
+    void* user = checked::make_block(block, size, checked::here(h));
+    checked::mark_live(h, block);
+    return user;
+  }
   auto* header = static_cast<block_header*>(block);
   header->requested = size;
   device_atomic<std::uint32_t>(header->tag).store(block_live, relaxed);
   return header + 1;
 }
 
-// Checked mode's free of p, up to the strategy's: true if p is a live block
-// (its requested size in *released), now freed; false, reported and
-// counted, if it is not (checked.h C1, C2). Damaged red zones are reported
-// and counted, and the block is freed all the same.
-GPUALLOC_INLINE bool checked_release(heap_header* h, strategy_id strategy, void* p, std::uint64_t* released) {
+// Checked mode's free of p, up to the quarantine: true if p is a live
+// block, now freed (its header's freeing place recorded, its bit in the
+// live map cleared, its bytes poisoned); false, reported and counted, if it
+// is not (checked.h C1, C2). Damaged red zones are reported and counted,
+// and the block is freed all the same.
+GPUALLOC_INLINE bool checked_release(heap_header* h, strategy_id strategy, void* p, const checked::place& at,
+                                     std::uint64_t* released) {
   checked::checked_header* header = checked::header_of(p);
   checked::checked_header fields;
   if (!may_be_block(h, strategy, header) || !checked::sealed(header, &fields)) {
@@ -128,28 +138,32 @@ GPUALLOC_INLINE bool checked_release(heap_header* h, strategy_id strategy, void*
     count(twice ? h->counters.double_frees : h->counters.foreign_frees, 1);
     return false;
   }
-  const checked::damage front = checked::front_damage(p), back = checked::back_damage(p, fields.requested);
-  if (front.any()) checked::report_damage("heap-buffer-underflow", p, fields, front);
-  if (back.any()) checked::report_damage("heap-buffer-overflow", p, fields, back);
-  count(h->counters.overflows, front.any() + back.any());
+  checked::record_free(header, at);
+  checked::mark_dead(h, header);
+  checked::check_zones(h, header, fields, checked::finder::free, at);
+  checked::poison(p, fields.requested);
   *released = fields.requested;
   return true;
 }
 
 // With statistics or checked mode: the free of the program's pointer p
 // checked (checked mode) and counted; returns the block to give back to the
-// strategy, or nullptr when there is none (a bad free, reported). Out of
-// line, so that the strategy's free has one call site and the unchecked
-// paths of every kernel that frees keep their registers
-// (wrapper/register-parity.test: with this inlined, Ouroboros-C-VA's
-// thrust_sort kernel was 8 registers over its folded build; with
-// hand_out_tracked out of line too, cfmalloc's was).
+// strategy, or nullptr when there is none (a bad free, reported, or in
+// checked mode a quarantine that pushed out no block). Out of line, so that
+// the strategy's free has one call site and the unchecked paths of every
+// kernel that frees keep their registers (wrapper/register-parity.test:
+// with this inlined, Ouroboros-C-VA's thrust_sort kernel was 8 registers
+// over its folded build; with hand_out_tracked out of line too, cfmalloc's
+// was).
 GPUALLOC_HD __attribute__((noinline)) inline void* take_back_tracked(heap_header* h, strategy_id strategy, void* p) {
   void* block;
   std::uint64_t released = 0;  // the bytes the program asked for
   if (h->flags & heap_flag_checked) {
-    if (!checked_release(h, strategy, p, &released)) return nullptr;
-    block = checked::header_of(p);
+    const checked::place at = checked::here(h);
+    if (!checked_release(h, strategy, p, at, &released)) return nullptr;
+    block = checked::enter_quarantine(h, checked::header_of(p));
+    if (block != nullptr)
+      checked::check_freed_block(h, static_cast<checked::checked_header*>(block), checked::finder::eviction, at);
   } else {
     // Statistics only: no checks. acq_rel: the free happens after every write the owner made to the block.
     auto* header = static_cast<block_header*>(p) - 1;
@@ -161,6 +175,27 @@ GPUALLOC_HD __attribute__((noinline)) inline void* take_back_tracked(heap_header
   count(h->counters.frees, 1);
   if (h->flags & heap_flag_stats) device_atomic<std::uint64_t>(h->counters.bytes_in_use).fetch_sub(released, relaxed);
   return block;
+}
+
+// Checked mode, after strategy S could not serve `bytes` for a request of
+// `size`: drains the quarantine or waits for the drain under way
+// (quarantine.h Q3; every block checked and given back to S), asks once
+// more, alone, and hands out what it gets (as hand_out_tracked). Out of
+// line: a rare path. A template, so a module holds only its own strategy's
+// code.
+template <class S>
+GPUALLOC_HD __attribute__((noinline)) void* retry_after_drain(heap_header* h, std::uint64_t bytes, std::uint64_t size) {
+  auto& state = state_of<typename S::state>(h);
+  if (checked::claim_drain(h) == checked::drain_turn::drain) {
+    const checked::place at = checked::here(h);
+    for (std::uint64_t slot = 0; slot < h->checks.quarantine_slots; ++slot)
+      if (checked::checked_header* out = checked::leave_quarantine(h, slot)) {
+        checked::check_freed_block(h, out, checked::finder::eviction, at);
+        S::free(state, h->space, out, lane_group::single());
+      }
+    checked::drain_done(h);
+  }
+  return hand_out_tracked(h, S::malloc(state, h->space, bytes, lane_group::single()), size);
 }
 
 }  // namespace detail
@@ -180,13 +215,18 @@ GPUALLOC_INLINE void* heap_malloc(heap_header* h, std::uint64_t size, strategy_i
     using S = typename decltype(tag)::type;
     return S::malloc(state_of<typename S::state>(h), h->space, bytes, group);
   });
-
-  return tracked ? detail::hand_out_tracked(h, block, size) : block;
+  if (!tracked) return block;
+  if (block == nullptr && checked)
+    return visit_strategy(strategy, [&](auto tag) {
+      return detail::retry_after_drain<typename decltype(tag)::type>(h, bytes, size);
+    });
+  return detail::hand_out_tracked(h, block, size);
 }
 
 // In checked mode a free that is not valid (foreign pointer, double free) is
-// reported and skipped before the lanes form their group, so the strategy's
-// group holds only lanes that really call it.
+// reported and skipped before the lanes form their group, and so is one that
+// pushed no block out of the quarantine; a lane that pushed one out frees
+// that one. So the strategy's group holds only lanes that really call it.
 GPUALLOC_INLINE void heap_free(heap_header* h, void* p, strategy_id strategy, coalescing how) {
   if (p == nullptr) return;
   void* block = p;  // what the strategy handed out

@@ -6,7 +6,8 @@
 #include "check.h"
 
 struct counters {  // gpualloc_counters_t of interpose/include/gpualloc/host.h
-  unsigned long long mallocs, frees, failed_mallocs, bytes_in_use, peak_bytes, double_frees, foreign_frees, overflows;
+  unsigned long long mallocs, frees, failed_mallocs, bytes_in_use, peak_bytes, double_frees, foreign_frees, overflows,
+      use_after_frees;
 };
 
 // Synchronises the current context and returns its heap's counters.
@@ -16,4 +17,11 @@ inline counters read_counters() {
   counters c{};
   EXPECT(read(&c) == 0, "gpualloc_counters failed");
   return c;
+}
+
+// The strategy libgpualloc runs (gpualloc_strategy_name).
+inline const char* strategy_name() {
+  auto name = reinterpret_cast<const char* (*)()>(dlsym(RTLD_DEFAULT, "gpualloc_strategy_name"));
+  EXPECT(name != nullptr, "libgpualloc's gpualloc_strategy_name is not loaded");
+  return name();
 }

@@ -20,6 +20,7 @@
 
 #include "gpualloc/abi.h"
 #include "gpualloc/dispatch.h"
+#include "gpualloc/walks.h"
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
 // Defines the driver entry point `abi` (exact ABI name, whatever cuda.h #defines).
@@ -63,6 +64,7 @@ struct state_t {
   std::uint64_t allocated = 0;
   int allocations = 0;
   int init_launches = 0;
+  int walk_launches = 0;
   int modules_loaded = 0;
   size_t malloc_limit = 8 << 20;
   int set_limit_calls = 0;
@@ -100,6 +102,7 @@ FAKE_EXPORT int fake_launches(void* handle) {
 }
 FAKE_EXPORT int fake_allocations() { return fake.allocations; }
 FAKE_EXPORT int fake_init_launches() { return fake.init_launches; }
+FAKE_EXPORT int fake_walk_launches() { return fake.walk_launches; }
 FAKE_EXPORT size_t fake_malloc_limit() { return fake.malloc_limit; }
 FAKE_EXPORT int fake_set_limit_calls() { return fake.set_limit_calls; }
 FAKE_EXPORT CUgraph fake_make_graph() { return reinterpret_cast<CUgraph>(new graph{}); }
@@ -179,6 +182,10 @@ FAKE(cuMemcpyDtoHAsync_v2, (void* dst, CUdeviceptr src, size_t n, CUstream)) {
   std::memcpy(dst, reinterpret_cast<void*>(src), n);
   return CUDA_SUCCESS;
 }
+FAKE(cuMemsetD8Async, (CUdeviceptr dst, unsigned char value, size_t n, CUstream)) {
+  std::memset(reinterpret_cast<void*>(dst), value, n);
+  return CUDA_SUCCESS;
+}
 FAKE(cuStreamCreate, (CUstream * s, unsigned flags)) {
   if (flags != CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;  // libgpualloc never uses a blocking one
   *s = reinterpret_cast<CUstream>(new int(0));
@@ -236,7 +243,8 @@ FAKE(cuModuleLoad, (CUmodule * m, const char* path)) {
 }
 FAKE(cuDeviceGetCount, (int* count)) { *count = 1; return CUDA_SUCCESS; }
 FAKE(cuModuleGetFunction, (CUfunction * f, CUmodule m, const char* name)) {
-  if (std::strcmp(name, "__gpualloc_init") != 0 || !reinterpret_cast<module*>(m)->is_init) return CUDA_ERROR_NOT_FOUND;
+  const bool ours = std::strcmp(name, "__gpualloc_init") == 0 || std::strcmp(name, "__gpualloc_walk") == 0;
+  if (!ours || !reinterpret_cast<module*>(m)->is_init) return CUDA_ERROR_NOT_FOUND;
   auto* fn = new function{};
   fn->mod = reinterpret_cast<module*>(m);
   fn->name = name;
@@ -278,7 +286,12 @@ FAKE(cuKernelGetFunction, (CUfunction * f, CUkernel k)) {
 static CUresult launch(CUfunction f, void** args) {
   function* fn = is_function(f) ? reinterpret_cast<function*>(f) : reinterpret_cast<kernel*>(f)->fn;
   ++fn->launches;
-  if (fn->mod->is_init) {
+  if (fn->mod->is_init && fn->name == "__gpualloc_walk") {
+    // A walk of checked mode: one host thread does every thread's share.
+    auto* h = *static_cast<gpualloc::heap_header**>(args[0]);
+    gpualloc::checked::walk_heap(h, static_cast<gpualloc::checked::walk>(*static_cast<int*>(args[1])), 0, 1);
+    ++fake.walk_launches;
+  } else if (fn->mod->is_init) {
     // The init kernel: one host thread does every thread's share.
     auto* h = *static_cast<gpualloc::heap_header**>(args[0]);
     int phase = *static_cast<int*>(args[1]);
@@ -340,7 +353,7 @@ static const entry table[] = {
     FAKE_ENTRY(cuDeviceGetAttribute), FAKE_ENTRY(cuDevicePrimaryCtxGetState), FAKE_ENTRY(cuDevicePrimaryCtxRetain),
     FAKE_ENTRY(cuDevicePrimaryCtxRelease_v2), FAKE_ENTRY(cuDevicePrimaryCtxReset_v2), FAKE_ENTRY(cuMemGetInfo_v2),
     FAKE_ENTRY(cuMemAlloc_v2), FAKE_ENTRY(cuMemFree_v2), FAKE_ENTRY(cuMemcpyHtoDAsync_v2),
-    FAKE_ENTRY(cuMemcpyDtoHAsync_v2), FAKE_ENTRY(cuStreamCreate), FAKE_ENTRY(cuStreamSynchronize), FAKE_ENTRY(cuStreamDestroy_v2),
+    FAKE_ENTRY(cuMemcpyDtoHAsync_v2), FAKE_ENTRY(cuMemsetD8Async), FAKE_ENTRY(cuStreamCreate), FAKE_ENTRY(cuStreamSynchronize), FAKE_ENTRY(cuStreamDestroy_v2),
     FAKE_ENTRY(cuStreamIsCapturing), FAKE_ENTRY(cuStreamIsCapturing_ptsz), FAKE_ENTRY(cuThreadExchangeStreamCaptureMode),
     FAKE_ENTRY(cuModuleLoadData), FAKE_ENTRY(cuModuleLoadDataEx), FAKE_ENTRY(cuLibraryLoadData),
     FAKE_ENTRY(cuDeviceGetCount), FAKE_ENTRY(cuModuleLoad), FAKE_ENTRY(cuModuleGetFunction), FAKE_ENTRY(cuModuleGetGlobal_v2),

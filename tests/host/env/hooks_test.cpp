@@ -137,8 +137,11 @@ void launches() {
   CHECK(std::strcmp(gpualloc_strategy_name(), want ? want : "cuda") == 0);
   auto id = static_cast<gpualloc::strategy_id>(h->strategy);
   if (id != gpualloc::strategy_id::cuda) {
-    gpualloc::arena expected = gpualloc::arena_after_header(const_cast<gpualloc::heap_header*>(h), h->heap_bytes);
-    CHECK(h->space.begin == expected.begin && h->space.bytes == expected.bytes);
+    gpualloc::heap_header expected{};
+    expected.flags = h->flags;
+    gpualloc::lay_out_heap(&expected, reinterpret_cast<std::uintptr_t>(h), h->heap_bytes, true);
+    CHECK(h->space.begin == expected.space.begin && h->space.bytes == expected.space.bytes);
+    CHECK(h->checks.live == expected.checks.live && h->checks.quarantine == expected.checks.quarantine);
     CHECK(h->heap_bytes == gpualloc_heap_bytes());
     CHECK(init_launches() == gpualloc::init_phases(id));
   }
@@ -243,6 +246,11 @@ void checked() {
   CHECK(launch(launch_default, f) == CUDA_SUCCESS);
   std::fflush(stdout);
   CHECK(launch(launch_default, f) == CUDA_SUCCESS);  // nothing new: no report
+  // Each launch was stamped with the kernel's slot, named once, and swept.
+  auto walk_launches = side_door<int (*)()>("fake_walk_launches");
+  CHECK(walk_launches() == 3);
+  CHECK(h->checks.kernel == 1);
+  CHECK(std::strcmp(h->checks.kernel_names + gpualloc::kernel_name_bytes, "misbehaving_kernel") == 0);
 }
 
 // Context teardown drops the heap; the next kernel gets a fresh one.

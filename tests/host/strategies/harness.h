@@ -99,7 +99,8 @@ class test_heap {
     h_->strategy = static_cast<std::uint32_t>(id);
     h_->flags = flags;
     h_->heap_bytes = bytes;
-    h_->space = gpualloc::arena_after_header(h_, bytes);
+    gpualloc::lay_out_heap(h_, bytes, true);
+    if (const std::uint64_t region = gpualloc::checked_region_bytes(h_)) std::memset(h_->checks.kernel_names, 0, region);
     initialise(h_, init_threads);
     h_->magic = gpualloc::heap_magic;
     granules_ = h_->space.bytes / 16;

@@ -146,7 +146,7 @@ void test_big_heap(const strategy_info& s) {
   auto* h = new (memory) heap_header{};
   h->strategy = static_cast<std::uint32_t>(s.id);
   h->heap_bytes = bytes;
-  h->space = gpualloc::arena_after_header(h, bytes);
+  gpualloc::lay_out_heap(h, bytes, true);
   initialise(h, 4);
   auto mark = [](unsigned char* p, std::uint64_t n, unsigned char v) {
     std::memset(p, v, 64);
@@ -454,6 +454,73 @@ void test_red_zones(const strategy_info& s, const options& o, std::uint64_t heap
               std::size(writes), written.load(), o.threads);
 }
 
+// Checked mode's quarantine (quarantine.h): a write into a freed block is
+// counted when the block leaves the quarantine, a second free is a double
+// free however many blocks were served in between, an allocation that
+// fails drains the quarantine and retries, and threads that free far more
+// blocks than it holds push each other's blocks out without a false report.
+void test_quarantine(const strategy_info& s, const options& o) {
+  const auto name = [&] { return std::string(s.name); };
+  test_heap heap(s.id, 4u << 20, gpualloc::heap_flag_checked, 3);  // a ring of 4,096 blocks
+  heap_header* h = heap.get();
+  const gpualloc::heap_counters& c = h->counters;
+  const std::uint64_t slots = h->checks.quarantine_slots;
+
+  std::fprintf(stderr, "  (expect a reported use after free and a double free:)\n");
+  auto* p = static_cast<int*>(gpualloc::heap_malloc(h, 32));
+  auto* q = static_cast<int*>(gpualloc::heap_malloc(h, 48));
+  if (p == nullptr || q == nullptr) return FAIL("%s quarantine: no first blocks", name().c_str());
+  gpualloc::heap_free(h, p);
+  gpualloc::heap_free(h, q);
+  if (p[0] != static_cast<int>(0xfdfdfdfd)) FAIL("%s quarantine: a freed block is not poisoned", name().c_str());
+  p[1] = 5;  // a use after free, seen when p leaves
+  // slots - 2 more frees: p and q stay, and none of their memory is handed out meanwhile.
+  for (std::uint64_t i = 0; i < slots - 2; ++i) {
+    void* b = gpualloc::heap_malloc(h, 16 + i % 64);
+    if (b == p || b == q) FAIL("%s quarantine: a quarantined block was handed out", name().c_str());
+    gpualloc::heap_free(h, b);
+  }
+  gpualloc::heap_free(h, q);  // twice, thousands of blocks later
+  if (c.double_frees != 1) FAIL("%s quarantine: %" PRIu64 " double frees counted, 1 made", name().c_str(), c.double_frees);
+  if (c.use_after_frees != 0) FAIL("%s quarantine: a use after free counted before its block left", name().c_str());
+  gpualloc::heap_free(h, gpualloc::heap_malloc(h, 16));  // pushes p out
+  if (c.use_after_frees != 1) FAIL("%s quarantine: %" PRIu64 " uses after free counted, 1 made", name().c_str(), c.use_after_frees);
+
+  if (s.reuse == reuse_policy::full && s.id != strategy_id::cuda) {
+    // Fill, free everything (the quarantine keeps up to `slots` blocks), fill again: the drain gives them back.
+    std::size_t first_fill = 0;
+    for (int round = 0; round < 2; ++round) {
+      std::vector<void*> got;
+      for (void* b; (b = gpualloc::heap_malloc(h, 256)) != nullptr;) got.push_back(b);
+      if (round == 0) first_fill = got.size();
+      if (round == 1 && got.size() < first_fill * 9 / 10)
+        FAIL("%s quarantine: a full heap held %zu blocks, after freeing them %zu", name().c_str(), first_fill, got.size());
+      for (void* b : got) gpualloc::heap_free(h, b);
+    }
+  }
+
+  const std::uint64_t reports = c.use_after_frees + c.double_frees + c.foreign_frees + c.overflows;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < o.threads; ++t)
+    ts.emplace_back([&, t] {
+      std::uint64_t x = 0x2545f4914f6cdd1dull * (t + 1);
+      for (int i = 0; i < 1500; ++i) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const std::uint64_t size = 1 + (x >> 33) % 500;
+        auto* b = static_cast<unsigned char*>(gpualloc::heap_malloc(h, size));
+        if (b == nullptr) continue;
+        std::memset(b, 0x44, size);
+        gpualloc::heap_free(h, b);
+      }
+    });
+  for (auto& t : ts) t.join();
+  if (c.use_after_frees + c.double_frees + c.foreign_frees + c.overflows != reports || c.mallocs != c.frees)
+    FAIL("%s quarantine, %d threads: reports of a program without bugs, or mallocs %" PRIu64 " != frees %" PRIu64,
+         name().c_str(), o.threads, c.mallocs, c.frees);
+  std::printf("  quarantine: %" PRIu64 " slots, a use after free and a double free found, %d threads clean\n", slots,
+              o.threads);
+}
+
 bool selected(const options& o, std::string_view name) {
   if (o.only.empty()) return true;
   for (const std::string& n : o.only)
@@ -528,6 +595,7 @@ int main(int argc, char** argv) {
     }
     test_checked(s, o, heap_bytes);
     test_red_zones(s, o, heap_bytes);
+    if (s.reuse != reuse_policy::unsafe) test_quarantine(s, o);  // wrapping over freed blocks "writes" them
     test_warps(s, o);
     test_churn(s, o);
     test_faults(s, o);

@@ -38,7 +38,7 @@ struct heap {
     h_ = new (memory_) gpualloc::heap_header{};
     h_->strategy = static_cast<std::uint32_t>(id);
     h_->heap_bytes = bytes;
-    h_->space = gpualloc::arena_after_header(h_, bytes);
+    gpualloc::lay_out_heap(h_, bytes, true);
     gpualloc::plan_strategy(h_, gpualloc::device_facts{sms});
     for (int phase = 0; phase < gpualloc::init_phases(id); ++phase)
       gpualloc::init_strategy(h_, phase, 0, 1);

@@ -1,0 +1,37 @@
+// Checked mode's host side (GPUALLOC_CHECK=1; the device side is
+// runtime/include/gpualloc/checked.h and its neighbours):
+//  - before each launch of a kernel that can allocate, the heap learns which
+//    kernel runs (its name written once into the heap's kernel names, its
+//    slot stamped on the launch's stream), so reports name the kernels that
+//    allocated and freed a block;
+//  - after it, the sweep (walks.h) checks every live and quarantined block,
+//    and new errors are summed up with the kernel's name;
+//  - when a context goes away or the program exits, live blocks are counted
+//    (statistics or checked mode) and, in checked mode, the largest listed.
+//
+// A launch into a stream that is being captured is neither stamped nor
+// swept (its kernel runs later, as part of a graph): its reports name the
+// kernel launched before it, and its damage is found by a later sweep or
+// free. Kernels launched by several host threads at once may see each
+// other's stamp.
+#pragma once
+
+#include <cuda.h>
+
+#include "context_heaps.h"
+#include "module_setup.h"
+
+namespace gpualloc::interpose {
+
+// Before a launch enqueued on `stream` (per_thread: a _ptsz variant).
+void before_launch(const launch_info& info, CUstream stream, bool per_thread);
+
+// After it: waits for the launch's stream, sweeps and reports.
+void after_launch(const launch_info& info, CUstream stream, bool per_thread);
+
+// The live blocks of h (counters: its counters now), when `when` happens
+// ("context 3 goes away", "the program exits"): counted, and the largest
+// listed in checked mode. Nothing when every block was freed.
+void report_leaks(context_heap& h, const heap_counters& counters, const char* when);
+
+}  // namespace gpualloc::interpose
