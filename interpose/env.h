@@ -6,8 +6,8 @@
 //
 //   GPUALLOC_STRATEGY   a name from the registry (default: gpualloc::default_strategy)
 //   GPUALLOC_HEAP_SIZE  512M, 8G, 1.5G, 4096 (bytes), 64KiB, 25% (of the device's free memory)
-//   GPUALLOC_STATS      1: count allocations, print a table per context at exit
-//   GPUALLOC_CHECK      1: checked mode (double and foreign frees, overflows into red zones reported)
+//   GPUALLOC_STATS      1: count allocations, print a table per context and the blocks still live at exit
+//   GPUALLOC_CHECK      1: checked mode (bad frees, overflows, uses after free, leaks reported; README)
 //   GPUALLOC_VERBOSE    1: log heap creation and module setup to stderr
 //   GPUALLOC_COALESCE   0: every lane calls the strategy alone (default 1: the
 //                       lanes of a warp that allocate together are served together)
