@@ -1,8 +1,8 @@
 // Blocks still allocated when the program exits: counted with statistics or
 // checked mode, and in checked mode the largest listed with the kernel and
-// thread that allocated them (under every strategy with an arena; `cuda`'s
-// blocks live in CUDA's heap and are counted only). A program that frees
-// everything gets no report.
+// thread that allocated them (`cuda`'s blocks live in CUDA's heap and are
+// counted only). A program that frees everything gets no report. Under every
+// strategy the program must run clean; the report's text is checked under one.
 //
 // REQUIRES: cuda-gpu
 // RUN: env GPUALLOC_CHECK=1 GPUALLOC_HEAP_SIZE=256M %for-each-strategy -- %gpu-bin/leaks
