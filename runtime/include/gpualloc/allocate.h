@@ -224,14 +224,17 @@ GPUALLOC_INLINE void* heap_malloc(heap_header* h, std::uint64_t size, strategy_i
 }
 
 // In checked mode a free that is not valid (foreign pointer, double free) is
-// reported and skipped before the lanes form their group, and so is one that
-// pushed no block out of the quarantine; a lane that pushed one out frees
-// that one. So the strategy's group holds only lanes that really call it.
+// reported and skipped, and so is one that pushed no block out of the
+// quarantine; a lane that pushed one out frees that one, alone: which lanes
+// get this far depends on the ring, and the blocks they free are old ones
+// that no longer belong together (the host's warp emulation, which cannot
+// see lanes leave, relies on it too: tests/host/strategies/warp_tests.cpp).
 GPUALLOC_INLINE void heap_free(heap_header* h, void* p, strategy_id strategy, coalescing how) {
   if (p == nullptr) return;
   void* block = p;  // what the strategy handed out
   if (detail::tracks_blocks(h) && (block = detail::take_back_tracked(h, strategy, p)) == nullptr) return;
-  const detail::lane_group group = detail::form_group(h, how);
+  const detail::lane_group group =
+      h->flags & heap_flag_checked ? detail::lane_group::single() : detail::form_group(h, how);
   visit_strategy(strategy, [&](auto tag) {
     using S = typename decltype(tag)::type;
     S::free(state_of<typename S::state>(h), h->space, block, group);

@@ -24,7 +24,9 @@
 //              `unsafe` strategies: one barrier for all lanes and at most one
 //              block per lane, so the live memory always fits the heap.
 //  checked     2 warps through the front end only, with the tracking header
-//              (stats + checked mode): the counters balance.
+//              (stats + checked mode; the quarantine's ring wraps, so some
+//              lanes' frees push a block out and free it alone): the
+//              counters balance.
 //  --warp-demo the emulation's reports, for stress.test: lanes that diverge
 //              before a group operation, lanes that disagree on one, and (TSan
 //              build) a block handed from the leader to a lane by broadcast
