@@ -114,7 +114,7 @@ int main() {
   EXPECT(c.double_frees == 1 || (under_cuda && c.double_frees + c.foreign_frees == 1),
          "%llu double frees counted, 1 made (%llu foreign)", c.double_frees, c.foreign_frees);
 
-  churn<<<256, 128>>>(failed, 4);  // 131,072 frees: twice the quarantine
+  churn<<<256, 128>>>(failed, 4);  // 131,072 frees: four times the quarantine
   SYNC_CHECK();
   c = read_counters();
   EXPECT(*failed == 0, "%u allocations failed", *failed);

@@ -25,7 +25,7 @@ namespace gpualloc::abi {
 
 // Bumped whenever anything below, the entry points' signatures or the heap
 // header (heap.h) changes meaning.
-inline constexpr std::uint32_t version = 4;
+inline constexpr std::uint32_t version = 5;
 
 // The entry points (extern "C", device). `size`/`align` are u64, pointers generic.
 inline constexpr std::string_view malloc_entry = "__gpualloc_malloc";                  // ptr (size): lanes may ask for different sizes

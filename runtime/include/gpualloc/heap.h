@@ -71,6 +71,8 @@ struct arena {
 inline constexpr std::uint32_t kernel_name_slots = 256;  // slot 0: a kernel the host did not name
 inline constexpr std::uint32_t kernel_name_bytes = 128;  // each, its terminating zero included
 inline constexpr std::uint64_t most_quarantine_slots = std::uint64_t{1} << 16;
+inline constexpr std::uint64_t heap_bytes_per_quarantine_slot = 8 << 10;  // fewer slots in a heap under 512 MiB
+inline constexpr std::uint64_t no_drain_claims = std::uint64_t{1} << 62;  // drain_next before the first drain: past every chunk
 inline constexpr std::uint64_t live_granule = 16;  // the live map's bit per this many arena bytes
 inline constexpr std::uint64_t walk_result_bytes = 16 << 10;  // what a walk over the heap reports, walks.h
 
@@ -82,7 +84,9 @@ struct checked_region {
   std::uint64_t* live;             // one bit per live_granule of the arena: a live block starts there, live_map.h
   std::uint64_t live_words;
   std::uint64_t quarantine_pushes;   // frees that went into the quarantine so far (device)
-  std::uint64_t quarantine_drained;  // quarantine_pushes when an allocation that failed last drained it (device)
+  std::uint64_t quarantine_drained;  // quarantine_pushes when the last drain began, x2, +1 while it runs (device)
+  std::uint64_t drain_next;          // chunks of the ring claimed by the drain that runs (device)
+  std::uint64_t drain_left;          // chunks of the ring the drain that runs has not finished (device)
   std::uint32_t kernel;             // the name slot of the kernel launched last (host, before each launch)
   std::uint32_t reserved;
 };
@@ -112,13 +116,14 @@ GPUALLOC_INLINE std::uint64_t round_up(std::uint64_t v, std::uint64_t multiple) 
 GPUALLOC_INLINE void lay_out_heap(heap_header* h, std::uintptr_t base, std::uint64_t heap_bytes, bool with_arena) {
   std::uintptr_t next = base + sizeof(heap_header);
   h->checks = checked_region{};
+  h->checks.drain_next = no_drain_claims;
   if (h->flags & heap_flag_checked) {
     h->checks.kernel_names = reinterpret_cast<char*>(next);
     next += kernel_name_slots * kernel_name_bytes;
     h->checks.walk_result = reinterpret_cast<void*>(next);
     next += walk_result_bytes;
-    std::uint64_t slots = most_quarantine_slots;  // 512 KiB of ring; less in a heap under 64 MiB
-    while (slots > 16 && slots * 1024 > heap_bytes) slots /= 2;
+    std::uint64_t slots = most_quarantine_slots;  // 512 KiB of ring
+    while (slots > 16 && slots * heap_bytes_per_quarantine_slot > heap_bytes) slots /= 2;
     h->checks.quarantine = reinterpret_cast<std::uint64_t*>(next);
     h->checks.quarantine_slots = slots;
     next += slots * sizeof(std::uint64_t);
@@ -153,7 +158,7 @@ GPUALLOC_INLINE std::uint64_t checked_region_bytes(const heap_header* h) {
 GPUALLOC_INLINE std::uint64_t heap_bytes_without_arena(std::uint32_t flags) {
   heap_header plan{};
   plan.flags = flags;
-  lay_out_heap(&plan, 0, most_quarantine_slots * 1024, false);
+  lay_out_heap(&plan, 0, most_quarantine_slots * heap_bytes_per_quarantine_slot, false);
   return round_up(sizeof(heap_header) + checked_region_bytes(&plan), 256);
 }
 

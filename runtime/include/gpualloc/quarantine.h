@@ -1,6 +1,6 @@
 // Checked mode's quarantine: a freed block is poisoned (its bytes, up to
 // most_poisoned_bytes, filled with freed_byte) and waits in a ring of
-// h->checks.quarantine_slots blocks (65,536; fewer in a heap under 64 MiB)
+// h->checks.quarantine_slots blocks (65,536; in a heap under 512 MiB one per 8 KiB of heap)
 // before the strategy may reuse it. A write into it meanwhile is a use
 // after free: found when the block leaves the ring (pushed out by a later
 // free, or drained by an allocation that failed) or by the sweep after each
@@ -15,10 +15,17 @@
 //  Q2 Pushes go round the ring in the order of quarantine_pushes, so a
 //     block stays until quarantine_slots later frees (or a drain).
 //  Q3 An allocation that fails while pushes happened since the last drain
-//     began drains the whole ring (one thread, by compare-and-swap on
-//     quarantine_drained); one that fails while a drain runs waits for it
-//     (boundedly); either then retries once. So memory held back by the
-//     quarantine costs a failed allocation a retry, not a NULL.
+//     began starts a drain of the whole ring (by compare-and-swap on
+//     quarantine_drained); one that fails while a drain runs helps it. The
+//     ring is drained in chunks of drain_chunk_slots slots, each claimed by
+//     one thread (drain_next) and counted when finished (drain_left); the
+//     thread that finishes the last chunk ends the drain. Helpers that find
+//     every chunk claimed wait (boundedly: most_drain_wait_ns) for its end.
+//     Either way the failed allocation then retries once: memory held back
+//     by the quarantine costs it a retry, not a NULL, and many failing
+//     threads drain the ring together rather than waiting for one (a first
+//     version drained with one thread while the others waited 2^16 pauses:
+//     on a busy CPU the wait ran out first, and a request saw NULL).
 //
 // Memory ordering: a pusher writes the poison and the freeing place, then
 // exchanges the slot with acq_rel; whoever takes the block out (acq_rel
@@ -30,6 +37,7 @@
 #include "gpualloc/checked.h"
 #include "gpualloc/detail/atomic.h"
 #include "gpualloc/detail/backoff.h"
+#include "gpualloc/detail/clock.h"
 #include "gpualloc/heap.h"
 
 namespace gpualloc::checked {
@@ -82,33 +90,6 @@ GPUALLOC_INLINE checked_header* leave_quarantine(heap_header* h, std::uint64_t s
   return reinterpret_cast<checked_header*>(s.exchange(0, detail::acq_rel));
 }
 
-// Q3: the drain state, quarantine_drained: the pushes counted when the last
-// drain began, times two, plus one while it runs.
-enum class drain_turn : std::uint8_t { drain, retry };
-
-// Q3, after an allocation failed: drain (the caller won the drain, and
-// calls drain_done after it) or retry (a drain since the last push already
-// gave the blocks back, or one just ran: waited for, boundedly).
-GPUALLOC_INLINE drain_turn claim_drain(heap_header* h) {
-  checked_region& c = h->checks;
-  auto state = detail::device_atomic<std::uint64_t>(c.quarantine_drained);
-  const std::uint64_t pushes = detail::device_atomic<std::uint64_t>(c.quarantine_pushes).load(detail::relaxed);
-  std::uint64_t seen = state.load(detail::acquire);
-  if ((seen & 1) == 0) {
-    if (seen >> 1 == pushes) return drain_turn::retry;
-    if (state.compare_exchange_strong(seen, pushes << 1 | 1, detail::acquire)) return drain_turn::drain;
-  }
-  detail::backoff wait;
-  for (int i = 0; i < (1 << 16) && (state.load(detail::acquire) & 1) != 0; ++i) wait.pause();
-  return drain_turn::retry;
-}
-
-// Q3: the drain the caller won is over (release: its frees come before a waiter's retry).
-GPUALLOC_INLINE void drain_done(heap_header* h) {
-  auto state = detail::device_atomic<std::uint64_t>(h->checks.quarantine_drained);
-  state.fetch_and(~std::uint64_t{1}, detail::release);
-}
-
 // Looks for writes into the quarantined block with `header` (found by
 // `by` at `at`): reported and counted once (C3).
 GPUALLOC_INLINE void check_freed_block(heap_header* h, checked_header* header, finder by, const place& at) {
@@ -132,6 +113,73 @@ GPUALLOC_INLINE void check_freed_block(heap_header* h, checked_header* header, f
   const place freed = freed_place(header);
   report_damage(h, "heap-use-after-free", p, fields, d, &freed, by, at);
   detail::device_atomic<std::uint64_t>(h->counters.use_after_frees).fetch_add(1, detail::relaxed);
+}
+
+// Q3: the ring's chunks, and how long a thread waits for chunks that others drain.
+inline constexpr std::uint64_t drain_chunk_slots = 16;
+inline constexpr std::uint64_t most_drain_wait_ns = std::uint64_t{1} << 30;  // about a second
+
+GPUALLOC_INLINE std::uint64_t drain_chunks(const checked_region& c) {
+  return (c.quarantine_slots + drain_chunk_slots - 1) / drain_chunk_slots;
+}
+
+// Q3: takes the blocks out of the ring's chunk `chunk`, checks them and
+// hands them to give_back. The place it reports from is read per chunk:
+// held across the drain's claims, it took 9 registers more in Thrust's sort
+// kernel under `atomic` (wrapper/register-parity.test), and out of line
+// this function took as many.
+template <class GiveBack>
+GPUALLOC_INLINE void drain_chunk(heap_header* h, std::uint64_t chunk, GiveBack& give_back) {
+  const place at = here(h);
+  const std::uint64_t end = (chunk + 1) * drain_chunk_slots;
+  for (std::uint64_t slot = chunk * drain_chunk_slots; slot < end && slot < h->checks.quarantine_slots; ++slot)
+    if (checked_header* out = leave_quarantine(h, slot)) {
+      check_freed_block(h, out, finder::eviction, at);
+      give_back(out);
+    }
+}
+
+// Q3, after an allocation failed: starts or helps a drain of the ring;
+// each block taken out is checked and handed to give_back(header), which
+// returns it to the strategy. Returns when the drain is over (or the wait
+// for it ran out), or at once when nothing was pushed since the last drain
+// began.
+//
+// Memory ordering: the starter sets drain_left before it resets drain_next
+// (release), so a thread whose claim (acq_rel) reads the reset sees the
+// count it will decrement; the last chunk's finisher ends the drain with a
+// release that a waiter's acquire load pairs with, so the drain's frees
+// come before the waiter's retry.
+template <class GiveBack>
+GPUALLOC_INLINE void drain_quarantine(heap_header* h, GiveBack give_back) {
+  checked_region& c = h->checks;
+  auto state = detail::device_atomic<std::uint64_t>(c.quarantine_drained);
+  auto next = detail::device_atomic<std::uint64_t>(c.drain_next);
+  auto left = detail::device_atomic<std::uint64_t>(c.drain_left);
+  const std::uint64_t chunks = drain_chunks(c);
+  const std::uint64_t pushes = detail::device_atomic<std::uint64_t>(c.quarantine_pushes).load(detail::relaxed);
+  std::uint64_t seen = state.load(detail::acquire);
+  if ((seen & 1) == 0) {
+    if (seen >> 1 == pushes) return;
+    if (state.compare_exchange_strong(seen, pushes << 1 | 1, detail::acq_rel)) {
+      seen = pushes << 1 | 1;
+      left.store(chunks, detail::relaxed);
+      next.store(0, detail::release);
+    } else if ((seen & 1) == 0) {
+      return;  // a drain began and ended since the first load
+    }
+  }
+  // A claim that reads an earlier drain's count, or no_drain_claims (laid
+  // out so, before the first drain), finds it past the last chunk, and only
+  // waits; so does one made before this drain's reset.
+  for (std::uint64_t chunk; (chunk = next.fetch_add(1, detail::acq_rel)) < chunks;) {
+    drain_chunk(h, chunk, give_back);
+    if (left.fetch_sub(1, detail::acq_rel) == 1) state.fetch_and(~std::uint64_t{1}, detail::release);
+  }
+  detail::backoff wait;
+  for (const std::uint64_t start = detail::now_ns();
+       state.load(detail::acquire) == seen && detail::now_ns() - start < most_drain_wait_ns;)
+    wait.pause();
 }
 
 }  // namespace gpualloc::checked

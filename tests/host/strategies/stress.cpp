@@ -461,7 +461,7 @@ void test_red_zones(const strategy_info& s, const options& o, std::uint64_t heap
 // blocks than it holds push each other's blocks out without a false report.
 void test_quarantine(const strategy_info& s, const options& o) {
   const auto name = [&] { return std::string(s.name); };
-  test_heap heap(s.id, 4u << 20, gpualloc::heap_flag_checked, 3);  // a ring of 4,096 blocks
+  test_heap heap(s.id, 32u << 20, gpualloc::heap_flag_checked, 3);  // a ring of 4,096 blocks
   heap_header* h = heap.get();
   const gpualloc::heap_counters& c = h->counters;
   const std::uint64_t slots = h->checks.quarantine_slots;
