@@ -11,7 +11,6 @@
 // REQUIRES: cuda-gpu
 // RUN: env GPUALLOC_CHECK=1 GPUALLOC_HEAP_SIZE=64M %for-each-strategy -- %gpu-bin/quarantine_full
 #include <cstdio>
-#include <cstdlib>
 
 #include "Inputs/check.h"
 #include "Inputs/counters.h"
@@ -49,10 +48,8 @@ __global__ void release(unsigned** blocks, unsigned* marred) {
 }  // namespace
 
 int main() {
-  const char* name = std::getenv("GPUALLOC_STRATEGY");
-  const gpualloc::strategy_info* strategy =
-      name ? gpualloc::find_strategy(name) : &gpualloc::strategy(gpualloc::default_strategy);
-  EXPECT(strategy != nullptr, "GPUALLOC_STRATEGY=%s is not registered", name);
+  const gpualloc::strategy_info* strategy = gpualloc::find_strategy(strategy_name());  // the one libgpualloc runs
+  EXPECT(strategy != nullptr, "libgpualloc runs %s, which the registry does not know", strategy_name());
   if (strategy->reuse != gpualloc::reuse_policy::full) {
     std::printf("quarantine_full: %s does not reuse memory: nothing to drain into\n", strategy_name());
     return 0;
