@@ -13,9 +13,7 @@ namespace {
 constexpr std::string_view blob_tag = "// gpualloc unpinned module:";
 
 bool is_entry_point(std::string_view name) {
-  for (std::string_view e : {abi::malloc_entry, abi::malloc_same_size_entry, abi::malloc_lane_entry, abi::free_entry,
-                             abi::free_lane_entry, abi::malloc_aligned_entry, abi::malloc_aligned_lane_entry,
-                             abi::free_aligned_entry, abi::free_aligned_lane_entry})
+  for (std::string_view e : abi::entry_points)
     if (name == e) return true;
   return false;
 }

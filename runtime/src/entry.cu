@@ -15,6 +15,7 @@
 
 #include "gpualloc/abi.h"
 #include "gpualloc/allocate.h"
+#include "gpualloc/read_check.h"
 
 #ifndef GPUALLOC_RUNTIME_STRATEGY
 #error "build once per strategy: -DGPUALLOC_RUNTIME_STRATEGY=<gpualloc::strategy_id enumerator>"
@@ -98,6 +99,16 @@ __device__ void* __gpualloc_malloc_aligned_lane(std::size_t size, std::size_t al
 __device__ void __gpualloc_free_aligned(void* p, std::size_t align) { deallocate_aligned(p, align, coalescing::by_size); }
 __device__ void __gpualloc_free_aligned_lane(void* p, std::size_t align) {
   deallocate_aligned(p, align, coalescing::none);
+}
+
+// A load saw only poison or zone bytes (code compiled with
+// --gpualloc-check-reads). Quiet without a checked heap: the same code
+// runs unchecked. Out of line: the pass calls it from every load's rare
+// path, and a pinned build inlines every other entry point.
+__device__ __attribute__((noinline)) void __gpualloc_check_read(const void* p, std::size_t size) {
+  gpualloc::heap_header* h = __gpualloc_heap;
+  if (h != nullptr && h->magic == gpualloc::heap_magic && (h->flags & gpualloc::heap_flag_checked))
+    gpualloc::checked::check_read(h, p, size);
 }
 
 }  // extern "C"

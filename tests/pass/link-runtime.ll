@@ -21,7 +21,7 @@ target datalayout = "e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64
 target triple = "nvptx64-nvidia-cuda"
 
 ; CHECK-DAG: @__gpualloc_heap = weak {{.*}}addrspace(1) {{.*}}global ptr null
-; CHECK-DAG: @__gpualloc_abi = weak {{.*}}constant i32 5
+; CHECK-DAG: @__gpualloc_abi = weak {{.*}}constant i32 6
 ; CHECK-DAG: @__gpualloc_pin_cmalloc = weak {{.*}}constant i32 3
 
 declare ptr @malloc(i64)

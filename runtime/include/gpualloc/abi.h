@@ -25,7 +25,7 @@ namespace gpualloc::abi {
 
 // Bumped whenever anything below, the entry points' signatures or the heap
 // header (heap.h) changes meaning.
-inline constexpr std::uint32_t version = 5;
+inline constexpr std::uint32_t version = 6;
 
 // The entry points (extern "C", device). `size`/`align` are u64, pointers generic.
 inline constexpr std::string_view malloc_entry = "__gpualloc_malloc";                  // ptr (size): lanes may ask for different sizes
@@ -37,6 +37,17 @@ inline constexpr std::string_view malloc_aligned_entry = "__gpualloc_malloc_alig
 inline constexpr std::string_view malloc_aligned_lane_entry = "__gpualloc_malloc_aligned_lane";
 inline constexpr std::string_view free_aligned_entry = "__gpualloc_free_aligned";      // void (ptr, align)
 inline constexpr std::string_view free_aligned_lane_entry = "__gpualloc_free_aligned_lane";
+// void (ptr, size): a load of `size` bytes at ptr returned freed_byte or
+// zone_byte in every byte (checked.h, quarantine.h): checked mode looks
+// whether it read a freed block or a red zone. Called only by code compiled
+// with gpualloc-clang++ --gpualloc-check-reads.
+inline constexpr std::string_view check_read_entry = "__gpualloc_check_read";
+
+// Every entry point, for those who look for any of them.
+inline constexpr std::string_view entry_points[] = {
+    malloc_entry,      malloc_same_size_entry,    malloc_lane_entry,  free_entry,
+    free_lane_entry,   malloc_aligned_entry,      malloc_aligned_lane_entry,
+    free_aligned_entry, free_aligned_lane_entry,  check_read_entry};
 
 // Module globals.
 inline constexpr std::string_view heap_variable = "__gpualloc_heap";  // heap_header*, written by libgpualloc

@@ -133,7 +133,7 @@ GPUALLOC_INLINE bool checked_release(heap_header* h, strategy_id strategy, void*
   // acq_rel: the free happens after every write the owner made to the block.
   std::uint32_t expected = block_live;
   if (!device_atomic<std::uint32_t>(header->tag).compare_exchange_strong(expected, block_freed, acq_rel)) {
-    const bool twice = expected == block_freed;
+    const bool twice = expected == block_freed || expected == block_released;
     report_bad_free(twice ? "double free" : "free of a pointer this heap never handed out", p);
     count(twice ? h->counters.double_frees : h->counters.foreign_frees, 1);
     return false;
@@ -162,8 +162,10 @@ GPUALLOC_HD __attribute__((noinline)) inline void* take_back_tracked(heap_header
     const checked::place at = checked::here(h);
     if (!checked_release(h, strategy, p, at, &released)) return nullptr;
     block = checked::enter_quarantine(h, checked::header_of(p));
-    if (block != nullptr)
+    if (block != nullptr) {
       checked::check_freed_block(h, static_cast<checked::checked_header*>(block), checked::finder::eviction, at);
+      checked::release_to_strategy(static_cast<checked::checked_header*>(block));
+    }
   } else {
     // Statistics only: no checks. acq_rel: the free happens after every write the owner made to the block.
     auto* header = static_cast<block_header*>(p) - 1;

@@ -21,7 +21,9 @@
 //     skipped without reading further: a corrupted header never reaches the
 //     strategy.
 //  C2 The tag (live -> freed) changes only by compare-and-swap, so of two
-//     frees of one block exactly one succeeds; the other is a double free.
+//     frees of one block exactly one succeeds; the other is a double free
+//     (also once the block left the quarantine: freed -> released, by the
+//     one thread that took it out, quarantine.h Q4).
 //     The sealed fields are written once, before the block is handed out;
 //     the freeing place only by the free that won the tag, before the block
 //     enters the quarantine (quarantine.h); `reported` only by atomic or.
@@ -47,6 +49,8 @@ namespace gpualloc {
 // A tracked block's tag (checked mode's header and the statistics' one, allocate.h).
 inline constexpr std::uint32_t block_live = 0x6576696cu;   // "live"
 inline constexpr std::uint32_t block_freed = 0x65657266u;  // "free"
+// Checked mode: freed, out of the quarantine and back with the strategy (quarantine.h Q4).
+inline constexpr std::uint32_t block_released = 0x6b636162u;  // "back"
 
 }  // namespace gpualloc
 
@@ -67,11 +71,14 @@ enum damage_kind : std::uint32_t {
   damage_underflow = 1u << 0,
   damage_overflow = 1u << 1,
   damage_use_after_free = 1u << 2,
+  damage_read_underflow = 1u << 3,  // the read check's (read_check.h)
+  damage_read_overflow = 1u << 4,
+  damage_read_after_free = 1u << 5,
 };
 
 struct checked_header {
   std::uint64_t requested;     // bytes the program asked for
-  std::uint32_t tag;           // block_live or block_freed
+  std::uint32_t tag;           // block_live, block_freed or block_released
   std::uint32_t seal;          // C1: over the address, `requested` and the allocating place
   std::uint32_t block[3];      // allocating block (x, y, z)
   std::uint32_t thread;        // allocating thread: x | y << 10 | z << 20
@@ -242,57 +249,61 @@ GPUALLOC_INLINE const char* kernel_name(const heap_header* h, std::uint32_t slot
   return h->checks.kernel_names != nullptr && name[0] != 0 ? name : "?";
 }
 
-// Who found damage: the free or eviction at `at`, or the sweep after the kernel at.kernel.
-enum class finder : std::uint8_t { free, eviction, sweep };
+// Who found damage: the free or eviction at `at`, the sweep after the
+// kernel at.kernel, or the read at `at` (read_check.h).
+enum class finder : std::uint8_t { free, eviction, sweep, read };
+
+// How a report says who found the damage at a place (all but the sweep).
+GPUALLOC_INLINE const char* found_at(finder by) {
+  return by == finder::free ? "found by the free in" : by == finder::eviction ? "found by the quarantine's eviction in" : "read by";
+}
 
 // Reports damage of `what` (e.g. "heap-buffer-overflow") in the block whose
-// program's pointer is p and header fields h (freed: also where it was freed).
+// program's pointer is p and header fields h (freed: also where it was
+// freed): bytes d written, or read (finder::read).
 GPUALLOC_INLINE void report_damage(const heap_header* heap, const char* what, const void* p, const checked_header& h,
                                    const damage& d, const place* freed, finder by, const place& at) {
+  const char* done = by == finder::read ? "read" : "written";
 #if GPUALLOC_ON_DEVICE
-  const std::uint32_t t = h.thread;
-  if (freed != nullptr && by == finder::sweep) {
-    const std::uint32_t f = freed->thread;
-    printf("gpualloc: %s of the %llu-byte block at %p: bytes %lld .. %lld written after its free (allocated by "
-           "kernel %s block (%u,%u,%u) thread (%u,%u,%u); freed by kernel %s block (%u,%u,%u) thread (%u,%u,%u)); "
-           "found by the sweep after kernel %s\n",
-           what, static_cast<unsigned long long>(h.requested), p, static_cast<long long>(d.first),
-           static_cast<long long>(d.last), kernel_name(heap, h.kernel), h.block[0], h.block[1], h.block[2], t & 0x3ff,
-           t >> 10 & 0x3ff, t >> 20 & 0x3f, kernel_name(heap, freed->kernel), freed->block[0], freed->block[1],
-           freed->block[2], f & 0x3ff, f >> 10 & 0x3ff, f >> 20 & 0x3f, kernel_name(heap, at.kernel));
-    return;
-  }
+  const std::uint32_t t = h.thread, a = at.thread;
+  const auto size = static_cast<unsigned long long>(h.requested);
+  const auto first = static_cast<long long>(d.first), last = static_cast<long long>(d.last);
   if (freed != nullptr) {
     const std::uint32_t f = freed->thread;
-    printf("gpualloc: %s of the %llu-byte block at %p: bytes %lld .. %lld written after its free (allocated by "
-           "kernel %s block (%u,%u,%u) thread (%u,%u,%u); freed by kernel %s block (%u,%u,%u) thread (%u,%u,%u)); "
-           "found by the quarantine's eviction in kernel %s block (%u,%u,%u) thread (%u,%u,%u)\n",
-           what, static_cast<unsigned long long>(h.requested), p, static_cast<long long>(d.first),
-           static_cast<long long>(d.last), kernel_name(heap, h.kernel), h.block[0], h.block[1], h.block[2], t & 0x3ff,
-           t >> 10 & 0x3ff, t >> 20 & 0x3f, kernel_name(heap, freed->kernel), freed->block[0], freed->block[1],
-           freed->block[2], f & 0x3ff, f >> 10 & 0x3ff, f >> 20 & 0x3f, kernel_name(heap, at.kernel), at.block[0],
-           at.block[1], at.block[2], at.thread & 0x3ff, at.thread >> 10 & 0x3ff, at.thread >> 20 & 0x3f);
+    if (by == finder::sweep)
+      printf("gpualloc: %s of the %llu-byte block at %p: bytes %lld .. %lld %s after its free (allocated by kernel %s "
+             "block (%u,%u,%u) thread (%u,%u,%u); freed by kernel %s block (%u,%u,%u) thread (%u,%u,%u)); found by "
+             "the sweep after kernel %s\n",
+             what, size, p, first, last, done, kernel_name(heap, h.kernel), h.block[0], h.block[1], h.block[2],
+             t & 0x3ff, t >> 10 & 0x3ff, t >> 20 & 0x3f, kernel_name(heap, freed->kernel), freed->block[0],
+             freed->block[1], freed->block[2], f & 0x3ff, f >> 10 & 0x3ff, f >> 20 & 0x3f, kernel_name(heap, at.kernel));
+    else
+      printf("gpualloc: %s of the %llu-byte block at %p: bytes %lld .. %lld %s after its free (allocated by kernel %s "
+             "block (%u,%u,%u) thread (%u,%u,%u); freed by kernel %s block (%u,%u,%u) thread (%u,%u,%u)); %s kernel "
+             "%s block (%u,%u,%u) thread (%u,%u,%u)\n",
+             what, size, p, first, last, done, kernel_name(heap, h.kernel), h.block[0], h.block[1], h.block[2],
+             t & 0x3ff, t >> 10 & 0x3ff, t >> 20 & 0x3f, kernel_name(heap, freed->kernel), freed->block[0],
+             freed->block[1], freed->block[2], f & 0x3ff, f >> 10 & 0x3ff, f >> 20 & 0x3f, found_at(by),
+             kernel_name(heap, at.kernel), at.block[0], at.block[1], at.block[2], a & 0x3ff, a >> 10 & 0x3ff,
+             a >> 20 & 0x3f);
     return;
   }
-  if (by == finder::sweep) {
-    printf("gpualloc: %s of the %llu-byte block at %p: bytes %lld .. %lld written (allocated by kernel %s block "
-           "(%u,%u,%u) thread (%u,%u,%u)); found by the sweep after kernel %s\n",
-           what, static_cast<unsigned long long>(h.requested), p, static_cast<long long>(d.first),
-           static_cast<long long>(d.last), kernel_name(heap, h.kernel), h.block[0], h.block[1], h.block[2], t & 0x3ff,
+  if (by == finder::sweep)
+    printf("gpualloc: %s of the %llu-byte block at %p: bytes %lld .. %lld %s (allocated by kernel %s block (%u,%u,%u) "
+           "thread (%u,%u,%u)); found by the sweep after kernel %s\n",
+           what, size, p, first, last, done, kernel_name(heap, h.kernel), h.block[0], h.block[1], h.block[2], t & 0x3ff,
            t >> 10 & 0x3ff, t >> 20 & 0x3f, kernel_name(heap, at.kernel));
-    return;
-  }
-  printf("gpualloc: %s of the %llu-byte block at %p: bytes %lld .. %lld written (allocated by kernel %s block "
-         "(%u,%u,%u) thread (%u,%u,%u)); found by the free in kernel %s block (%u,%u,%u) thread (%u,%u,%u)\n",
-         what, static_cast<unsigned long long>(h.requested), p, static_cast<long long>(d.first),
-         static_cast<long long>(d.last), kernel_name(heap, h.kernel), h.block[0], h.block[1], h.block[2], t & 0x3ff,
-         t >> 10 & 0x3ff, t >> 20 & 0x3f, kernel_name(heap, at.kernel), at.block[0], at.block[1], at.block[2],
-         at.thread & 0x3ff, at.thread >> 10 & 0x3ff, at.thread >> 20 & 0x3f);
+  else
+    printf("gpualloc: %s of the %llu-byte block at %p: bytes %lld .. %lld %s (allocated by kernel %s block (%u,%u,%u) "
+           "thread (%u,%u,%u)); %s kernel %s block (%u,%u,%u) thread (%u,%u,%u)\n",
+           what, size, p, first, last, done, kernel_name(heap, h.kernel), h.block[0], h.block[1], h.block[2], t & 0x3ff,
+           t >> 10 & 0x3ff, t >> 20 & 0x3f, found_at(by), kernel_name(heap, at.kernel), at.block[0], at.block[1],
+           at.block[2], a & 0x3ff, a >> 10 & 0x3ff, a >> 20 & 0x3f);
 #else
-  (void)heap, (void)freed, (void)by, (void)at;
-  std::fprintf(stderr, "gpualloc: %s of the %llu-byte block at %p: bytes %lld .. %lld written\n", what,
+  (void)heap, (void)freed, (void)at;
+  std::fprintf(stderr, "gpualloc: %s of the %llu-byte block at %p: bytes %lld .. %lld %s\n", what,
                static_cast<unsigned long long>(h.requested), p, static_cast<long long>(d.first),
-               static_cast<long long>(d.last));
+               static_cast<long long>(d.last), done);
 #endif
 }
 

@@ -51,8 +51,8 @@ struct heap_counters {
   std::uint64_t peak_bytes;      // maximum of bytes_in_use
   std::uint64_t double_frees;    // checked mode
   std::uint64_t foreign_frees;   // checked mode: pointers this heap never handed out
-  std::uint64_t overflows;       // checked mode: red zones found written (overflow or underflow), checked.h
-  std::uint64_t use_after_frees;  // checked mode: freed blocks found written (quarantine.h)
+  std::uint64_t overflows;       // checked mode: red zones found written (checked.h) or read (read_check.h)
+  std::uint64_t use_after_frees;  // checked mode: freed blocks found written (quarantine.h) or read (read_check.h)
 };
 
 // A region of device memory a strategy manages.

@@ -26,6 +26,10 @@
 //     threads drain the ring together rather than waiting for one (a first
 //     version drained with one thread while the others waited 2^16 pauses:
 //     on a busy CPU the wait ran out first, and a request saw NULL).
+//  Q4 A block taken out of the ring is tagged block_released before the
+//     strategy gets it back: a header left inside memory the strategy hands
+//     out again then tells the read check (read_check.h) that it is no
+//     longer quarantined, and a late free of it is still a double free.
 //
 // Memory ordering: a pusher writes the poison and the freeing place, then
 // exchanges the slot with acq_rel; whoever takes the block out (acq_rel
@@ -115,6 +119,12 @@ GPUALLOC_INLINE void check_freed_block(heap_header* h, checked_header* header, f
   detail::device_atomic<std::uint64_t>(h->counters.use_after_frees).fetch_add(1, detail::relaxed);
 }
 
+// Q4: the block with `header`, taken out of the ring (and checked), goes
+// back to the strategy. Relaxed: the strategy's free orders what follows.
+GPUALLOC_INLINE void release_to_strategy(checked_header* header) {
+  detail::device_atomic<std::uint32_t>(header->tag).store(block_released, detail::relaxed);
+}
+
 // Q3: the ring's chunks, and how long a thread waits for chunks that others drain.
 inline constexpr std::uint64_t drain_chunk_slots = 16;
 inline constexpr std::uint64_t most_drain_wait_ns = std::uint64_t{1} << 30;  // about a second
@@ -135,6 +145,7 @@ GPUALLOC_INLINE void drain_chunk(heap_header* h, std::uint64_t chunk, GiveBack& 
   for (std::uint64_t slot = chunk * drain_chunk_slots; slot < end && slot < h->checks.quarantine_slots; ++slot)
     if (checked_header* out = leave_quarantine(h, slot)) {
       check_freed_block(h, out, finder::eviction, at);
+      release_to_strategy(out);
       give_back(out);
     }
 }

@@ -33,6 +33,10 @@
 //              once each at its free, frees of pointers into or between
 //              blocks are refused, and the heap keeps serving; then threads
 //              overflow at random and the count matches theirs;
+//  quarantine  checked mode: writes after free and double frees found,
+//              failing allocations drain it;
+//  read check  checked mode: reads after free and of red zones found,
+//              reads of live blocks holding the patterns not;
 //  warps, churn, faults: warp_tests.cpp, fault_tests.cpp.
 // The `cuda` strategy forwards to the C library on the host; it runs as a
 // sanity check of the harness (no shadow map, no exhaustion).
@@ -47,6 +51,8 @@
 #include <barrier>
 #include <bit>
 #include <cinttypes>
+
+#include "gpualloc/read_check.h"
 
 #if HOST_TEST_TSAN
 // Any race report fails the run; the `cuda` strategy hands impossible
@@ -521,6 +527,60 @@ void test_quarantine(const strategy_info& s, const options& o) {
               o.threads);
 }
 
+// Checked mode's read check (read_check.h), as code compiled with
+// --gpualloc-check-reads calls it: a read of a quarantined block and reads
+// of a live block's zones are counted once per block and kind; reads of a
+// block's own bytes are not, also when they hold the poison; then threads
+// that check reads of their live blocks, filled with poison and zone
+// bytes, while the others free and reuse theirs, see no report.
+void test_read_check(const strategy_info& s, const options& o) {
+  const auto name = [&] { return std::string(s.name); };
+  test_heap heap(s.id, 32u << 20, gpualloc::heap_flag_checked, 3);
+  heap_header* h = heap.get();
+  const gpualloc::heap_counters& c = h->counters;
+  using gpualloc::checked::check_read;
+
+  std::fprintf(stderr, "  (expect a reported read after free, read overflow and read underflow:)\n");
+  auto* p = static_cast<unsigned char*>(gpualloc::heap_malloc(h, 40));
+  auto* q = static_cast<unsigned char*>(gpualloc::heap_malloc(h, 20));
+  if (p == nullptr || q == nullptr) return FAIL("%s read check: no first blocks", name().c_str());
+  std::memset(p, gpualloc::checked::freed_byte, 40);
+  check_read(h, p, 8);
+  check_read(h, p + 32, 8);
+  if (c.use_after_frees + c.overflows != 0) FAIL("%s read check: a read of a live block's bytes was reported", name().c_str());
+  check_read(h, q + 20, 4);   // the slack: past the 20 bytes asked for
+  check_read(h, q + 32, 8);   // the back zone: the same block and kind
+  check_read(h, q - 16, 16);  // the front zone
+  if (c.overflows != 2) FAIL("%s read check: %" PRIu64 " zone reads counted, 2 kinds made", name().c_str(), c.overflows);
+  gpualloc::heap_free(h, p);
+  check_read(h, p + 16, 4);
+  check_read(h, p, 16);
+  if (c.use_after_frees != 1) FAIL("%s read check: %" PRIu64 " reads after free counted, 1 block", name().c_str(), c.use_after_frees);
+  gpualloc::heap_free(h, q);
+
+  const std::uint64_t reports = c.use_after_frees + c.overflows;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < o.threads; ++t)
+    ts.emplace_back([&, t] {
+      std::uint64_t x = 0x9e3779b97f4a7c15ull * (t + 1);
+      for (int i = 0; i < 1500; ++i) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const std::uint64_t size = 1 + (x >> 33) % 700;
+        auto* b = static_cast<unsigned char*>(gpualloc::heap_malloc(h, size));
+        if (b == nullptr) continue;
+        std::memset(b, i % 2 ? gpualloc::checked::freed_byte : gpualloc::checked::zone_byte, size);
+        check_read(h, b + (x >> 12) % size, 1);
+        check_read(h, b, size < 16 ? size : 16);
+        gpualloc::heap_free(h, b);
+      }
+    });
+  for (auto& t : ts) t.join();
+  if (c.use_after_frees + c.overflows != reports || c.mallocs != c.frees)
+    FAIL("%s read check, %d threads: reports of a program without bugs, or mallocs %" PRIu64 " != frees %" PRIu64,
+         name().c_str(), o.threads, c.mallocs, c.frees);
+  std::printf("  read check: a read after free and zone reads found, %d threads clean\n", o.threads);
+}
+
 bool selected(const options& o, std::string_view name) {
   if (o.only.empty()) return true;
   for (const std::string& n : o.only)
@@ -596,6 +656,7 @@ int main(int argc, char** argv) {
     test_checked(s, o, heap_bytes);
     test_red_zones(s, o, heap_bytes);
     if (s.reuse != reuse_policy::unsafe) test_quarantine(s, o);  // wrapping over freed blocks "writes" them
+    if (s.id != strategy_id::cuda && s.reuse != reuse_policy::unsafe) test_read_check(s, o);  // cuda: outside the arena
     test_warps(s, o);
     test_churn(s, o);
     test_faults(s, o);
