@@ -85,6 +85,7 @@ llvm::StringRef entryPointName(EntryPoint Entry) {
     case E::MallocAlignedLane: return Ref(abi::malloc_aligned_lane_entry);
     case E::FreeAligned: return Ref(abi::free_aligned_entry);
     case E::FreeAlignedLane: return Ref(abi::free_aligned_lane_entry);
+    case E::CheckRead: return Ref(abi::check_read_entry);
   }
   return "";
 }
@@ -103,7 +104,8 @@ llvm::FunctionType* entryPointType(llvm::LLVMContext& Ctx, EntryPoint Entry) {
     case E::MallocAligned:
     case E::MallocAlignedLane: return FunctionType::get(Ptr, {I64, I64}, false);
     case E::FreeAligned:
-    case E::FreeAlignedLane: return FunctionType::get(Void, {Ptr, I64}, false);
+    case E::FreeAlignedLane:
+    case E::CheckRead: return FunctionType::get(Void, {Ptr, I64}, false);
   }
   llvm_unreachable("unknown entry point");
 }

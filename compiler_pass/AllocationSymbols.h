@@ -20,7 +20,8 @@ namespace gpualloc {
 
 // The runtime's entry points (names in gpualloc/abi.h). The rewrite emits
 // the four general ones; entry selection (SelectEntries.h) then picks the
-// same-size or per-lane variant where it applies.
+// same-size or per-lane variant where it applies; CheckReads.h emits the
+// read check.
 enum class EntryPoint {
   Malloc,             // ptr (i64 size): lanes may ask for different sizes
   MallocSameSize,     // ptr (i64 size): the size is warp-uniform
@@ -31,12 +32,14 @@ enum class EntryPoint {
   MallocAlignedLane,  // ptr (i64 size, i64 align): no coalescing
   FreeAligned,        // void (ptr, i64 align)
   FreeAlignedLane,    // void (ptr, i64 align): no coalescing
+  CheckRead,          // void (ptr, i64 size): a load saw checked mode's poison (CheckReads.h)
 };
 
 inline constexpr EntryPoint AllEntryPoints[] = {
     EntryPoint::Malloc,        EntryPoint::MallocSameSize,    EntryPoint::MallocLane,
     EntryPoint::Free,          EntryPoint::FreeLane,          EntryPoint::MallocAligned,
-    EntryPoint::MallocAlignedLane, EntryPoint::FreeAligned,   EntryPoint::FreeAlignedLane};
+    EntryPoint::MallocAlignedLane, EntryPoint::FreeAligned,   EntryPoint::FreeAlignedLane,
+    EntryPoint::CheckRead};
 
 struct AllocationSymbol {
   llvm::StringRef Name;  // mangled name of the function being replaced

@@ -8,6 +8,7 @@
 #include "GpuallocRewritePass.h"
 
 #include "AllocationSymbols.h"
+#include "CheckReads.h"
 #include "LinkRuntime.h"
 #include "RewriteCalls.h"
 #include "SelectEntries.h"
@@ -29,6 +30,10 @@ static cl::opt<std::string> PinnedStrategy(
 
 static cl::opt<bool> NoCoalesce("gpualloc-no-coalesce",
                                 cl::desc("gpualloc: every lane calls the allocator alone (no warp coalescing)"));
+
+static cl::opt<bool> CheckReads("gpualloc-check-reads",
+                                cl::desc("gpualloc: loads that read checked mode's poison or red zones call the "
+                                         "runtime's read check (reads after free, reads past a block)"));
 
 namespace gpualloc {
 namespace {
@@ -78,6 +83,7 @@ PreservedAnalyses GpuallocFinishPass::run(Module& M, ModuleAnalysisManager& AM) 
   if (!isDeviceModule(M) || isRuntimeModule(M) || M.getNamedMetadata(LinkedMarker)) return PreservedAnalyses::all();
   const bool Optimizing = Level != OptimizationLevel::O0;
   bool Changed = selectEntryPoints(M, AM, Optimizing, NoCoalesce);
+  if (CheckReads) Changed |= instrumentReads(M);
   if (!PinnedStrategy.empty() && usesEntryPoints(M)) {
     if (linkRuntime(M, PinnedStrategy, Optimizing)) {
       M.getOrInsertNamedMetadata(LinkedMarker);

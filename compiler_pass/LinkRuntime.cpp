@@ -96,7 +96,9 @@ void makeLookLikePartOf(Module& RT, const Module& M, bool Inline) {
   for (Function& F : RT) {
     if (!F.isDeclaration()) {
       F.addFnAttr(RuntimeAttr);
-      if (Inline && isEntryPoint(F.getName())) F.addFnAttr(Attribute::AlwaysInline);
+      // The read check stays a call: the pass calls it from every checked load's rare path.
+      if (Inline && isEntryPoint(F.getName()) && F.getName() != entryPointName(EntryPoint::CheckRead))
+        F.addFnAttr(Attribute::AlwaysInline);
     } else {  // e.g. CUDA's malloc: declared for the runtime's GPU, defined for any
       F.removeFnAttr("target-cpu");
       F.removeFnAttr("target-features");
