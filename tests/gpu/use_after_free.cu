@@ -1,8 +1,9 @@
 // Checked mode's quarantine: a block written after its free is reported by
 // the sweep after the kernel that wrote it, with the bytes written and the
 // kernels and threads that allocated and freed it; a read after free sees
-// the poison (0xfd bytes: nothing watches loads, so reads are not
-// reported); a second free of a block is a double free however many blocks
+// the poison (0xfd bytes; this program is compiled without
+// --gpualloc-check-reads, so the read is not reported: read_checks.cu
+// is); a second free of a block is a double free however many blocks
 // the heap handed out between the two frees (the quarantine keeps the
 // freed block from being reused). Each counted once, under every strategy;
 // a program without bugs adds nothing, and the heap keeps working through
