@@ -83,14 +83,23 @@ GPUALLOC_INLINE void report_bad_free(const char* what, const void* p) {
 #endif
 }
 
+// Whether the strategy's blocks lie in the heap's arena (all but `cuda`'s).
+GPUALLOC_INLINE bool blocks_in_arena(strategy_id strategy) {
+  return visit_strategy(strategy, [](auto tag) { return strategy_traits<typename decltype(tag)::type>::manages_arena; });
+}
+
 // Whether `p` may be a block of this heap: in the arena (or anywhere, for a
 // strategy whose blocks live outside it) and 16-byte aligned.
 GPUALLOC_INLINE bool may_be_block(const heap_header* h, strategy_id strategy, const void* p) {
   const bool aligned = reinterpret_cast<std::uintptr_t>(p) % min_alignment == 0;
-  const bool in_heap = !visit_strategy(strategy, [](auto tag) {
-    return strategy_traits<typename decltype(tag)::type>::manages_arena;
-  }) || h->space.contains(p);
-  return aligned && in_heap;
+  return aligned && (!blocks_in_arena(strategy) || h->space.contains(p));
+}
+
+// Whether a block of `bytes` could come from the heap at all: no larger
+// than its arena (any possible request, for a strategy outside it).
+// Checked mode drains the quarantine only for such a request.
+GPUALLOC_INLINE bool may_fit(const heap_header* h, strategy_id strategy, std::uint64_t bytes) {
+  return bytes < impossible_request && (!blocks_in_arena(strategy) || bytes <= h->space.bytes);
 }
 
 // With statistics or checked mode: the block the strategy handed out
@@ -216,7 +225,7 @@ GPUALLOC_INLINE void* heap_malloc(heap_header* h, std::uint64_t size, strategy_i
     return S::malloc(state_of<typename S::state>(h), h->space, bytes, group);
   });
   if (!tracked) return block;
-  if (block == nullptr && checked)
+  if (block == nullptr && checked && detail::may_fit(h, strategy, bytes))
     return visit_strategy(strategy, [&](auto tag) {
       return detail::retry_after_drain<typename decltype(tag)::type>(h, bytes, size);
     });

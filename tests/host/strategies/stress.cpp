@@ -479,6 +479,11 @@ void test_quarantine(const strategy_info& s, const options& o) {
   gpualloc::heap_free(h, p);
   gpualloc::heap_free(h, q);
   if (p[0] != static_cast<int>(0xfdfdfdfd)) FAIL("%s quarantine: a freed block is not poisoned", name().c_str());
+  if (s.id != strategy_id::cuda) {  // a request larger than the arena fails at once: a drain cannot help it
+    const std::uint64_t drains = h->checks.quarantine_drained;
+    if (gpualloc::heap_malloc(h, h->space.bytes + 1) != nullptr || h->checks.quarantine_drained != drains)
+      FAIL("%s quarantine: a request larger than the arena drained the ring", name().c_str());
+  }
   p[1] = 5;  // a use after free, seen when p leaves
   // slots - 2 more frees: p and q stay, and none of their memory is handed out meanwhile.
   for (std::uint64_t i = 0; i < slots - 2; ++i) {
