@@ -2,10 +2,8 @@
 #include "checked_mode.h"
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <memory>
-#include <numeric>
 #include <string>
 
 #include "driver.h"
@@ -14,16 +12,6 @@
 
 namespace gpualloc::interpose {
 namespace {
-
-// The values a stamp copies (0 .. kernel_name_slots - 1), from memory that never goes away.
-const std::array<std::uint32_t, kernel_name_slots>& slot_numbers() {
-  static const auto numbers = [] {
-    std::array<std::uint32_t, kernel_name_slots> n{};
-    std::iota(n.begin(), n.end(), 0u);
-    return n;
-  }();
-  return numbers;
-}
 
 bool capturing(CUstream stream, bool per_thread) {
   const driver_api& d = driver();
@@ -82,17 +70,23 @@ std::uint64_t listing_threshold(const checked::walk_result& census, std::uint64_
 }  // namespace
 
 void before_launch(const launch_info& info, CUstream stream, bool per_thread) {
-  if (!info.checked || capturing(stream, per_thread)) return;
+  if (!info.checked) return;
   heap_ref heap = find_heap(info.ctx);
   if (heap == nullptr || heap->checks.kernel_names == nullptr) return;
   const std::uint32_t slot = kernel_slot(*heap, info.function);
   const CUdeviceptr stamp = heap->header + offsetof(heap_header, checks) + offsetof(checked_region, kernel);
-  // Ordered before the kernel on its own stream; the source never changes.
-  driver().cuMemcpyHtoDAsync_v2(stamp, &slot_numbers()[slot], sizeof(std::uint32_t), launch_stream(stream, per_thread));
+  // Ordered before the kernel on its own stream (a memset node of the graph, when the stream is captured).
+  driver().cuMemsetD32Async(stamp, slot, 1, launch_stream(stream, per_thread));
 }
 
 void after_launch(const launch_info& info, CUstream stream, bool per_thread) {
-  if (!info.checked || capturing(stream, per_thread)) return;
+  if (!info.checked) return;
+  if (capturing(stream, per_thread)) {
+    // The kernel runs later, in a graph: the sweep joins it there, and the
+    // device's reports are all there is (no host summary).
+    if (heap_ref heap = find_heap(info.ctx)) queue_sweep(*heap, launch_stream(stream, per_thread));
+    return;
+  }
   // Only the launch's own stream is waited for, and no lock is held meanwhile:
   // a kernel that waits for another host thread's work cannot deadlock here.
   heap_ref heap = find_heap(info.ctx);

@@ -9,10 +9,12 @@
 //  - when a context goes away or the program exits, live blocks are counted
 //    (statistics or checked mode) and, in checked mode, the largest listed.
 //
-// A launch into a stream that is being captured is neither stamped nor
-// swept (its kernel runs later, as part of a graph): its reports name the
-// kernel launched before it, and its damage is found by a later sweep or
-// free. Kernels launched by several host threads at once may see each
+// A launch into a stream that is being captured gets its stamp and its
+// sweep as nodes of the graph (a memset before it, the sweep kernel after
+// it), so each run of the graph names and sweeps it too; only the host's
+// summary line is missing there. A kernel node added to a graph by hand is
+// neither stamped nor swept: its reports name the kernel that ran before
+// it. Kernels launched by several host threads at once may see each
 // other's stamp.
 #pragma once
 

@@ -268,6 +268,31 @@ CUresult read_counters(context_heap& h, heap_counters* out, bool whole_context, 
   return r;
 }
 
+namespace {
+
+// Launches walk `task` over h on `stream`: one thread per live-map word or
+// quarantine slot, up to 64 blocks of 256 threads per SM.
+CUresult launch_walk(context_heap& h, checked::walk task, CUstream stream) {
+  const driver_api& d = driver();
+  int sms = 1;
+  d.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, h.device);
+  const std::uint64_t items = std::max(h.checks.live_words, h.checks.quarantine_slots);
+  const unsigned blocks = static_cast<unsigned>(std::clamp<std::uint64_t>((items + 255) / 256, 1, 64ull * sms));
+  CUdeviceptr heap = h.header;
+  int task_number = static_cast<int>(task);
+  void* args[] = {&heap, &task_number};
+  return d.cuLaunchKernel(h.walk_kernel, blocks, 1, 1, 256, 1, 1, 0, stream, args, nullptr);
+}
+
+}  // namespace
+
+CUresult queue_sweep(context_heap& h, CUstream stream) {
+  context_scope scope(h.ctx);
+  if (scope.status() != CUDA_SUCCESS) return scope.status();
+  if (h.walk_kernel == nullptr) return CUDA_ERROR_NOT_SUPPORTED;  // not in checked mode
+  return launch_walk(h, checked::walk::sweep, stream);
+}
+
 CUresult walk_heap(context_heap& h, checked::walk task, CUstream after, std::uint64_t threshold,
                    checked::walk_result* out) {
   const driver_api& d = driver();
@@ -283,15 +308,7 @@ CUresult walk_heap(context_heap& h, checked::walk task, CUstream after, std::uin
   if ((r = d.cuMemcpyHtoDAsync_v2(result + offsetof(checked::walk_result, threshold), &threshold, sizeof threshold,
                                   h.stream)) != CUDA_SUCCESS)
     return r;
-  // One thread per live-map word or quarantine slot, up to 64 blocks of 256 threads per SM.
-  int sms = 1;
-  d.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, h.device);
-  const std::uint64_t items = std::max(h.checks.live_words, h.checks.quarantine_slots);
-  const unsigned blocks = static_cast<unsigned>(std::clamp<std::uint64_t>((items + 255) / 256, 1, 64ull * sms));
-  CUdeviceptr heap = h.header;
-  int task_number = static_cast<int>(task);
-  void* args[] = {&heap, &task_number};
-  r = d.cuLaunchKernel(h.walk_kernel, blocks, 1, 1, 256, 1, 1, 0, h.stream, args, nullptr);
+  r = launch_walk(h, task, h.stream);
   if (r == CUDA_SUCCESS && out != nullptr) r = d.cuMemcpyDtoHAsync_v2(out, result, sizeof *out, h.stream);
   if (r == CUDA_SUCCESS) r = d.cuStreamSynchronize(h.stream);
   return r;

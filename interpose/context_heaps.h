@@ -98,6 +98,10 @@ CUresult read_counters(context_heap& heap, heap_counters* out, bool whole_contex
 CUresult walk_heap(context_heap& heap, checked::walk task, CUstream after, std::uint64_t threshold,
                    checked::walk_result* out);
 
+// Checked mode: queues a sweep (walks.h) on `stream` without waiting: for
+// a stream being captured, whose kernels run later, as part of a graph.
+CUresult queue_sweep(context_heap& heap, CUstream stream);
+
 // Forgets a context (by its key) before it is destroyed: collects its statistics (when enabled;
 // `known`: counters already read, else they are read now) and drops its heap
 // and its size wish.

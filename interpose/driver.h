@@ -36,6 +36,7 @@ namespace gpualloc::interpose {
   X(cuMemcpyHtoDAsync_v2, CUresult, (CUdeviceptr, const void*, size_t, CUstream))                    \
   X(cuMemcpyDtoHAsync_v2, CUresult, (void*, CUdeviceptr, size_t, CUstream))                          \
   X(cuMemsetD8Async, CUresult, (CUdeviceptr, unsigned char, size_t, CUstream))                      \
+  X(cuMemsetD32Async, CUresult, (CUdeviceptr, unsigned int, size_t, CUstream))                      \
   X(cuStreamCreate, CUresult, (CUstream*, unsigned int))                                             \
   X(cuStreamSynchronize, CUresult, (CUstream))                                                       \
   X(cuStreamDestroy_v2, CUresult, (CUstream))                                                        \

@@ -10,6 +10,7 @@
 // CUDA_ERROR_NOT_SUPPORTED through cuGetProcAddress.
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -186,6 +187,10 @@ FAKE(cuMemsetD8Async, (CUdeviceptr dst, unsigned char value, size_t n, CUstream)
   std::memset(reinterpret_cast<void*>(dst), value, n);
   return CUDA_SUCCESS;
 }
+FAKE(cuMemsetD32Async, (CUdeviceptr dst, unsigned value, size_t n, CUstream)) {
+  std::fill_n(reinterpret_cast<unsigned*>(dst), n, value);
+  return CUDA_SUCCESS;
+}
 FAKE(cuStreamCreate, (CUstream * s, unsigned flags)) {
   if (flags != CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;  // libgpualloc never uses a blocking one
   *s = reinterpret_cast<CUstream>(new int(0));
@@ -353,7 +358,8 @@ static const entry table[] = {
     FAKE_ENTRY(cuDeviceGetAttribute), FAKE_ENTRY(cuDevicePrimaryCtxGetState), FAKE_ENTRY(cuDevicePrimaryCtxRetain),
     FAKE_ENTRY(cuDevicePrimaryCtxRelease_v2), FAKE_ENTRY(cuDevicePrimaryCtxReset_v2), FAKE_ENTRY(cuMemGetInfo_v2),
     FAKE_ENTRY(cuMemAlloc_v2), FAKE_ENTRY(cuMemFree_v2), FAKE_ENTRY(cuMemcpyHtoDAsync_v2),
-    FAKE_ENTRY(cuMemcpyDtoHAsync_v2), FAKE_ENTRY(cuMemsetD8Async), FAKE_ENTRY(cuStreamCreate), FAKE_ENTRY(cuStreamSynchronize), FAKE_ENTRY(cuStreamDestroy_v2),
+    FAKE_ENTRY(cuMemcpyDtoHAsync_v2), FAKE_ENTRY(cuMemsetD8Async), FAKE_ENTRY(cuMemsetD32Async),
+    FAKE_ENTRY(cuStreamCreate), FAKE_ENTRY(cuStreamSynchronize), FAKE_ENTRY(cuStreamDestroy_v2),
     FAKE_ENTRY(cuStreamIsCapturing), FAKE_ENTRY(cuStreamIsCapturing_ptsz), FAKE_ENTRY(cuThreadExchangeStreamCaptureMode),
     FAKE_ENTRY(cuModuleLoadData), FAKE_ENTRY(cuModuleLoadDataEx), FAKE_ENTRY(cuLibraryLoadData),
     FAKE_ENTRY(cuDeviceGetCount), FAKE_ENTRY(cuModuleLoad), FAKE_ENTRY(cuModuleGetFunction), FAKE_ENTRY(cuModuleGetGlobal_v2),
