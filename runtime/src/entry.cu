@@ -107,8 +107,10 @@ __device__ void __gpualloc_free_aligned_lane(void* p, std::size_t align) {
 // path, and a pinned build inlines every other entry point.
 __device__ __attribute__((noinline)) void __gpualloc_check_read(const void* p, std::size_t size) {
   gpualloc::heap_header* h = __gpualloc_heap;
-  if (h != nullptr && h->magic == gpualloc::heap_magic && (h->flags & gpualloc::heap_flag_checked))
-    gpualloc::checked::check_read(h, p, size);
+  if (h == nullptr || h->magic != gpualloc::heap_magic || !(h->flags & gpualloc::heap_flag_checked)) return;
+  const gpualloc::arena blocks =
+      gpualloc::detail::blocks_in_arena(this_strategy) ? h->space : gpualloc::checked::blocks_outside(h);
+  gpualloc::checked::check_read(h, blocks, p, size);
 }
 
 }  // extern "C"

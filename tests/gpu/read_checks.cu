@@ -3,8 +3,7 @@
 // as heap-use-after-free with the bytes read and the kernels and threads
 // that allocated, freed and read it; a read one byte past a block or one
 // byte before it as heap-buffer-overflow or -underflow. Each counted once,
-// under every strategy that keeps its blocks in the arena (`cuda`'s lie in
-// CUDA's heap: its reads are not checked, and nothing is counted). Blocks
+// under every strategy (`cuda` too: its blocks lie in CUDA's heap). Blocks
 // that hold the poison and zone bytes as their own data, read by thousands
 // of threads while others free, add nothing; unchecked, nothing is reported.
 //
@@ -115,8 +114,7 @@ int main() {
            bytes_back[0], bytes_back[1]);
   }
   const counters bugs = read_counters();
-  const bool in_arena = std::strcmp(strategy_name(), "cuda") != 0;
-  const unsigned long long expected = checked && in_arena ? 2 : 0;
+  const unsigned long long expected = checked ? 2 : 0;
   EXPECT(bugs.use_after_frees == expected && bugs.overflows == expected,
          "%llu uses after free and %llu overflows counted, %llu of each made", bugs.use_after_frees, bugs.overflows,
          expected);

@@ -33,6 +33,7 @@
 #include "gpualloc/heap.h"
 #include "gpualloc/live_map.h"
 #include "gpualloc/quarantine.h"
+#include "gpualloc/read_check.h"
 
 namespace gpualloc {
 
@@ -105,7 +106,7 @@ GPUALLOC_INLINE bool may_fit(const heap_header* h, strategy_id strategy, std::ui
 // With statistics or checked mode: the block the strategy handed out
 // (nullptr: none) made the program's, its header (and zones) written and
 // counted; returns the program's pointer.
-GPUALLOC_INLINE void* hand_out_tracked(heap_header* h, void* block, std::uint64_t size) {
+GPUALLOC_INLINE void* hand_out_tracked(heap_header* h, strategy_id strategy, void* block, std::uint64_t size) {
   heap_counters& c = h->counters;
   count(c.mallocs, block != nullptr);
   count(c.failed_mallocs, block == nullptr);
@@ -117,6 +118,7 @@ GPUALLOC_INLINE void* hand_out_tracked(heap_header* h, void* block, std::uint64_
   if (h->flags & heap_flag_checked) {
     void* user = checked::make_block(block, size, checked::here(h));
     checked::mark_live(h, block);
+    if (!blocks_in_arena(strategy)) checked::note_block_outside(h, block, checked::block_bytes(size));
     return user;
   }
   auto* header = static_cast<block_header*>(block);
@@ -202,9 +204,11 @@ GPUALLOC_HD __attribute__((noinline)) void give_back_drained(heap_header* h, voi
 // hands out what it gets (as hand_out_tracked). Out of line: a rare path. A
 // template, so a module holds only its own strategy's code.
 template <class S>
-GPUALLOC_HD __attribute__((noinline)) void* retry_after_drain(heap_header* h, std::uint64_t bytes, std::uint64_t size) {
+GPUALLOC_HD __attribute__((noinline)) void* retry_after_drain(heap_header* h, strategy_id strategy, std::uint64_t bytes,
+                                                             std::uint64_t size) {
   checked::drain_quarantine(h, [h](checked::checked_header* out) { give_back_drained<S>(h, out); });
-  return hand_out_tracked(h, S::malloc(state_of<typename S::state>(h), h->space, bytes, lane_group::single()), size);
+  return hand_out_tracked(h, strategy,
+                          S::malloc(state_of<typename S::state>(h), h->space, bytes, lane_group::single()), size);
 }
 
 }  // namespace detail
@@ -227,9 +231,9 @@ GPUALLOC_INLINE void* heap_malloc(heap_header* h, std::uint64_t size, strategy_i
   if (!tracked) return block;
   if (block == nullptr && checked && detail::may_fit(h, strategy, bytes))
     return visit_strategy(strategy, [&](auto tag) {
-      return detail::retry_after_drain<typename decltype(tag)::type>(h, bytes, size);
+      return detail::retry_after_drain<typename decltype(tag)::type>(h, strategy, bytes, size);
     });
-  return detail::hand_out_tracked(h, block, size);
+  return detail::hand_out_tracked(h, strategy, block, size);
 }
 
 // In checked mode a free that is not valid (foreign pointer, double free) is

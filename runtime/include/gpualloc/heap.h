@@ -87,6 +87,8 @@ struct checked_region {
   std::uint64_t quarantine_drained;  // quarantine_pushes when the last drain began, x2, +1 while it runs (device)
   std::uint64_t drain_next;          // chunks of the ring claimed by the drain that runs (device)
   std::uint64_t drain_left;          // chunks of the ring the drain that runs has not finished (device)
+  std::uint64_t outside_begin;       // no arena (`cuda`): the lowest block handed out, read_check.h (device)
+  std::uint64_t outside_end;         // and the highest end of one (device)
   std::uint32_t kernel;             // the name slot of the kernel launched last (host, before each launch)
   std::uint32_t reserved;
 };
@@ -117,6 +119,7 @@ GPUALLOC_INLINE void lay_out_heap(heap_header* h, std::uintptr_t base, std::uint
   std::uintptr_t next = base + sizeof(heap_header);
   h->checks = checked_region{};
   h->checks.drain_next = no_drain_claims;
+  h->checks.outside_begin = ~std::uint64_t{0};
   if (h->flags & heap_flag_checked) {
     h->checks.kernel_names = reinterpret_cast<char*>(next);
     next += kernel_name_slots * kernel_name_bytes;

@@ -14,9 +14,8 @@
 // What it cannot see: a read of poisoned bytes that a write after the free
 // changed (the write is reported when the block leaves the quarantine), a
 // read more than most_read_walk_bytes past a header (a block's poison and
-// zones beyond its first 64 KiB), a block the strategy has handed out
-// again, and `cuda`'s blocks (they lie outside the arena, whose bounds are
-// all the walk may read).
+// zones beyond its first 64 KiB), and a block the strategy has handed out
+// again.
 //
 // Invariants
 //  R1 The header of the block holding p is the nearest sealed header below
@@ -25,10 +24,13 @@
 //     poison, so none lies inside a block that the walk can mistake for it
 //     (a stale one inside memory the strategy handed out again carries
 //     block_released, quarantine.h Q4, and ends the walk without a report).
-//  R2 The walk reads only the arena, with relaxed loads: the blocks it
-//     passes may be allocated, freed or reused while it looks, so a report
-//     is made only from a header that passed the seal (C1) and a tag read
-//     after it.
+//  R2 The walk reads only the blocks' region, with relaxed loads: the
+//     arena, or for a strategy without one (`cuda`) the span from the
+//     lowest block it handed out to the highest end of one (CUDA's device
+//     heap is one allocation, of the size set before the first kernel).
+//     The blocks it passes may be allocated, freed or reused while it
+//     looks, so a report is made only from a header that passed the seal
+//     (C1) and a tag read after it.
 #pragma once
 
 #include <cstdint>
@@ -50,10 +52,25 @@ GPUALLOC_INLINE bool has_block_tag(checked_header* h) {
   return tag == block_live || tag == block_freed || tag == block_released;
 }
 
-// R1, R2: the nearest sealed header below p within most_read_walk_bytes
-// (its sealed fields in *fields), or nullptr.
-GPUALLOC_INLINE checked_header* header_below(const heap_header* h, const void* p, checked_header* fields) {
-  const auto* begin = h->space.begin;
+// R2: a strategy without an arena hands out `bytes` at block.
+GPUALLOC_INLINE void note_block_outside(heap_header* h, const void* block, std::uint64_t bytes) {
+  const auto at = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(block));
+  detail::device_atomic<std::uint64_t>(h->checks.outside_begin).fetch_min(at, detail::relaxed);
+  detail::device_atomic<std::uint64_t>(h->checks.outside_end).fetch_max(at + bytes, detail::relaxed);
+}
+
+// R2: the span a strategy without an arena handed its blocks out in so far.
+GPUALLOC_INLINE arena blocks_outside(const heap_header* h) {
+  const std::uint64_t begin = detail::device_atomic<const std::uint64_t>(h->checks.outside_begin).load(detail::relaxed);
+  const std::uint64_t end = detail::device_atomic<const std::uint64_t>(h->checks.outside_end).load(detail::relaxed);
+  if (begin >= end) return {nullptr, 0};
+  return {reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(begin)), end - begin};
+}
+
+// R1, R2: the nearest sealed header below p in `blocks` within
+// most_read_walk_bytes (its sealed fields in *fields), or nullptr.
+GPUALLOC_INLINE checked_header* header_below(const arena& blocks, const void* p, checked_header* fields) {
+  const auto* begin = blocks.begin;
   const auto* granule = reinterpret_cast<const std::byte*>(reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t{15});
   // A header ends at least a front zone before its program's pointer, so
   // the nearest one p could belong to starts front_bytes - zone_bytes below p's granule.
@@ -78,11 +95,11 @@ GPUALLOC_INLINE damage read_within(std::int64_t at, std::uint64_t size, std::int
 
 // A load of `size` bytes at p (in checked mode) returned poison or zone
 // bytes only: reports and counts it if it read a quarantined block or a
-// live block's red zone.
-GPUALLOC_INLINE void check_read(heap_header* h, const void* p, std::uint64_t size) {
-  if (!h->space.contains(p)) return;
+// live block's red zone. `blocks`: where the strategy's blocks lie (R2).
+GPUALLOC_INLINE void check_read(heap_header* h, const arena& blocks, const void* p, std::uint64_t size) {
+  if (!blocks.contains(p)) return;
   checked_header fields;
-  checked_header* header = header_below(h, p, &fields);
+  checked_header* header = header_below(blocks, p, &fields);
   if (header == nullptr) return;
   const unsigned char* user = user_of(header);
   const std::int64_t at = static_cast<const unsigned char*>(p) - user;

@@ -543,23 +543,24 @@ void test_read_check(const strategy_info& s, const options& o) {
   test_heap heap(s.id, 32u << 20, gpualloc::heap_flag_checked, 3);
   heap_header* h = heap.get();
   const gpualloc::heap_counters& c = h->counters;
-  using gpualloc::checked::check_read;
+  // As __gpualloc_check_read calls it for a strategy with an arena.
+  const auto check_read = [h](const void* p, std::uint64_t n) { gpualloc::checked::check_read(h, h->space, p, n); };
 
   std::fprintf(stderr, "  (expect a reported read after free, read overflow and read underflow:)\n");
   auto* p = static_cast<unsigned char*>(gpualloc::heap_malloc(h, 40));
   auto* q = static_cast<unsigned char*>(gpualloc::heap_malloc(h, 20));
   if (p == nullptr || q == nullptr) return FAIL("%s read check: no first blocks", name().c_str());
   std::memset(p, gpualloc::checked::freed_byte, 40);
-  check_read(h, p, 8);
-  check_read(h, p + 32, 8);
+  check_read(p, 8);
+  check_read(p + 32, 8);
   if (c.use_after_frees + c.overflows != 0) FAIL("%s read check: a read of a live block's bytes was reported", name().c_str());
-  check_read(h, q + 20, 4);   // the slack: past the 20 bytes asked for
-  check_read(h, q + 32, 8);   // the back zone: the same block and kind
-  check_read(h, q - 16, 16);  // the front zone
+  check_read(q + 20, 4);   // the slack: past the 20 bytes asked for
+  check_read(q + 32, 8);   // the back zone: the same block and kind
+  check_read(q - 16, 16);  // the front zone
   if (c.overflows != 2) FAIL("%s read check: %" PRIu64 " zone reads counted, 2 kinds made", name().c_str(), c.overflows);
   gpualloc::heap_free(h, p);
-  check_read(h, p + 16, 4);
-  check_read(h, p, 16);
+  check_read(p + 16, 4);
+  check_read(p, 16);
   if (c.use_after_frees != 1) FAIL("%s read check: %" PRIu64 " reads after free counted, 1 block", name().c_str(), c.use_after_frees);
   gpualloc::heap_free(h, q);
 
@@ -574,8 +575,8 @@ void test_read_check(const strategy_info& s, const options& o) {
         auto* b = static_cast<unsigned char*>(gpualloc::heap_malloc(h, size));
         if (b == nullptr) continue;
         std::memset(b, i % 2 ? gpualloc::checked::freed_byte : gpualloc::checked::zone_byte, size);
-        check_read(h, b + (x >> 12) % size, 1);
-        check_read(h, b, size < 16 ? size : 16);
+        check_read(b + (x >> 12) % size, 1);
+        check_read(b, size < 16 ? size : 16);
         gpualloc::heap_free(h, b);
       }
     });
