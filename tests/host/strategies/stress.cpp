@@ -384,6 +384,29 @@ void test_checked(const strategy_info& s, const options& o, std::uint64_t heap_b
          (int)s.name.size(), s.name.data(), c.mallocs, c.frees, c.bytes_in_use, c.double_frees, c.foreign_frees);
 }
 
+// o.threads threads at once, each `rounds` times: a block of 1 ..
+// most_bytes bytes from h (a NULL is skipped), handed to
+// use(block, size, random bits, round), then freed. `seed` times the
+// thread's number + 1 seeds the thread's random bits.
+template <class Use>
+void churn_blocks(heap_header* h, const options& o, std::uint64_t seed, int rounds, std::uint64_t most_bytes,
+                  const Use& use) {
+  std::vector<std::thread> ts;
+  for (int t = 0; t < o.threads; ++t)
+    ts.emplace_back([=, &use] {
+      std::uint64_t x = seed * (t + 1);
+      for (int i = 0; i < rounds; ++i) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const std::uint64_t size = 1 + (x >> 33) % most_bytes;
+        auto* b = static_cast<unsigned char*>(gpualloc::heap_malloc(h, size));
+        if (b == nullptr) continue;
+        use(b, size, x, i);
+        gpualloc::heap_free(h, b);
+      }
+    });
+  for (auto& t : ts) t.join();
+}
+
 // One overflow into a red zone (checked.h), seen at the free.
 struct stray_write {
   std::uint64_t size;  // of the block
@@ -437,22 +460,10 @@ void test_red_zones(const strategy_info& s, const options& o, std::uint64_t heap
   // Threads overflow by one byte now and then; the count is theirs.
   const std::uint64_t base = c.overflows;
   std::atomic<std::uint64_t> written{0};
-  std::vector<std::thread> ts;
-  for (int t = 0; t < o.threads; ++t)
-    ts.emplace_back([&, t] {
-      std::uint64_t x = 0x9e3779b97f4a7c15ull * (t + 1), mine = 0;
-      for (int i = 0; i < 400; ++i) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        const std::uint64_t size = 1 + (x >> 33) % 300;
-        auto* b = static_cast<unsigned char*>(gpualloc::heap_malloc(h, size));
-        if (b == nullptr) continue;
-        std::memset(b, 0x33, size);
-        if ((x >> 20) % 8 == 0) b[size] = 0x33, ++mine;
-        gpualloc::heap_free(h, b);
-      }
-      written += mine;
-    });
-  for (auto& t : ts) t.join();
+  churn_blocks(h, o, 0x9e3779b97f4a7c15ull, 400, 300, [&](unsigned char* b, std::uint64_t size, std::uint64_t x, int) {
+    std::memset(b, 0x33, size);
+    if ((x >> 20) % 8 == 0) b[size] = 0x33, ++written;
+  });
   if (c.overflows - base != written.load())
     FAIL("%s red zones, %d threads: %" PRIu64 " overflows counted, %" PRIu64 " made", name().c_str(), o.threads,
          c.overflows - base, written.load());
@@ -511,20 +522,8 @@ void test_quarantine(const strategy_info& s, const options& o) {
   }
 
   const std::uint64_t reports = c.use_after_frees + c.double_frees + c.foreign_frees + c.overflows;
-  std::vector<std::thread> ts;
-  for (int t = 0; t < o.threads; ++t)
-    ts.emplace_back([&, t] {
-      std::uint64_t x = 0x2545f4914f6cdd1dull * (t + 1);
-      for (int i = 0; i < 1500; ++i) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        const std::uint64_t size = 1 + (x >> 33) % 500;
-        auto* b = static_cast<unsigned char*>(gpualloc::heap_malloc(h, size));
-        if (b == nullptr) continue;
-        std::memset(b, 0x44, size);
-        gpualloc::heap_free(h, b);
-      }
-    });
-  for (auto& t : ts) t.join();
+  churn_blocks(h, o, 0x2545f4914f6cdd1dull, 1500, 500,
+               [](unsigned char* b, std::uint64_t size, std::uint64_t, int) { std::memset(b, 0x44, size); });
   if (c.use_after_frees + c.double_frees + c.foreign_frees + c.overflows != reports || c.mallocs != c.frees)
     FAIL("%s quarantine, %d threads: reports of a program without bugs, or mallocs %" PRIu64 " != frees %" PRIu64,
          name().c_str(), o.threads, c.mallocs, c.frees);
@@ -565,22 +564,12 @@ void test_read_check(const strategy_info& s, const options& o) {
   gpualloc::heap_free(h, q);
 
   const std::uint64_t reports = c.use_after_frees + c.overflows;
-  std::vector<std::thread> ts;
-  for (int t = 0; t < o.threads; ++t)
-    ts.emplace_back([&, t] {
-      std::uint64_t x = 0x9e3779b97f4a7c15ull * (t + 1);
-      for (int i = 0; i < 1500; ++i) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        const std::uint64_t size = 1 + (x >> 33) % 700;
-        auto* b = static_cast<unsigned char*>(gpualloc::heap_malloc(h, size));
-        if (b == nullptr) continue;
-        std::memset(b, i % 2 ? gpualloc::checked::freed_byte : gpualloc::checked::zone_byte, size);
-        check_read(b + (x >> 12) % size, 1);
-        check_read(b, size < 16 ? size : 16);
-        gpualloc::heap_free(h, b);
-      }
-    });
-  for (auto& t : ts) t.join();
+  churn_blocks(h, o, 0x9e3779b97f4a7c15ull, 1500, 700,
+               [&](unsigned char* b, std::uint64_t size, std::uint64_t x, int i) {
+                 std::memset(b, i % 2 ? gpualloc::checked::freed_byte : gpualloc::checked::zone_byte, size);
+                 check_read(b + (x >> 12) % size, 1);
+                 check_read(b, size < 16 ? size : 16);
+               });
   if (c.use_after_frees + c.overflows != reports || c.mallocs != c.frees)
     FAIL("%s read check, %d threads: reports of a program without bugs, or mallocs %" PRIu64 " != frees %" PRIu64,
          name().c_str(), o.threads, c.mallocs, c.frees);
