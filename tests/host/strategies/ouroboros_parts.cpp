@@ -310,8 +310,8 @@ void test_list_queues() {
   std::printf("  list queues: %u shallow queues, %" PRIu64 " takes and puts\n", queues, moves.load());
 }
 
-// storage.h's array queue: takes marked in their slots, chunks recycled once
-// every segment of them is counted.
+// storage.h's array queue: takes counted on their chunks, chunks recycled
+// once all of their takes are counted.
 void test_array_queue() {
   namespace ouro = gpualloc::strategies::ouro;
   using gpualloc::strategies::ouroboros_p_va;
@@ -365,7 +365,7 @@ void test_array_queue() {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     const std::uint64_t now = moves.load();
     if (now == last) {
-      FAIL("array queue: stuck after %" PRIu64 " takes (a take or a segment count waits forever)", now);
+      FAIL("array queue: stuck after %" PRIu64 " takes (a take waits forever)", now);
       std::fflush(stdout);
       std::_Exit(1);  // the stuck threads never return
     }

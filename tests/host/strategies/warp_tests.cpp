@@ -117,6 +117,9 @@ struct selftest {
       sum += st.value[l];
     }
     expect(g.exclusive_sum(st.value[lane], total) == before && total == sum, "exclusive_sum");
+    bool all_odd = true;  // values are random: all odd in small groups, mixed in large ones
+    for (unsigned m = st.active; m != 0; m &= m - 1) all_odd = all_odd && st.value[std::countr_zero(m)] % 2 == 1;
+    expect(g.all(st.value[lane] % 2 == 1) == all_odd, "all");
 
     // The subgroups of one key operate concurrently.
     const lane_group part = g.partition(st.key[lane]);

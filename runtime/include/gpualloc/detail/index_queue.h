@@ -60,24 +60,33 @@ struct index_slot {
 // deletion marker, so a thread can see from the slots alone that the puts
 // (all_put) or the takes (all_taken) of others are over, where a count of
 // puts or takes would cost every one of them an atomic on one shared address.
+// A user that counts its takes itself reads instead (look, read): no mark.
 //
-// Memory ordering: take is an acquire load, as index_slot's. The put (a
-// release compare-and-swap) and the taken mark (a release store) are what
-// all_put and all_taken acquire: the puts or takes they waited for happen
-// before what their caller does next. They read relaxed in batches (acquire
-// loads would go out one at a time) and end with one acquire fence;
-// ThreadSanitizer does not model fences, so the host build reads each slot
-// with acquire instead.
+// Memory ordering: take, look and read are acquire loads, as index_slot's
+// take. The put (a release compare-and-swap) and the taken mark (a release
+// store) are what all_put and all_taken acquire: the puts or takes they
+// waited for happen before what their caller does next. They read relaxed in
+// batches (acquire loads would go out one at a time) and end with one
+// acquire fence; ThreadSanitizer does not model fences, so the host build
+// reads each slot with acquire instead.
 template <class Entry>
 struct once_slot {
   static constexpr Entry empty = index_slot<Entry>::empty;
   static constexpr Entry taken = static_cast<Entry>(empty - 1);  // never a valid index
 
   GPUALLOC_HD static Entry take(Entry& slot) {
-    device_atomic<Entry> s(slot);
-    Entry e = s.load(acquire);
-    for (backoff b; e == empty; e = s.load(acquire)) b.pause();  // its put has not landed yet
-    s.store(taken, release);
+    const Entry e = read(slot);
+    device_atomic<Entry>(slot).store(taken, release);
+    return e;
+  }
+
+  // The index, or `empty` if its put has not landed yet.
+  GPUALLOC_HD static Entry look(Entry& slot) { return device_atomic<Entry>(slot).load(acquire); }
+
+  // The index, once its put has landed.
+  GPUALLOC_HD static Entry read(Entry& slot) {
+    Entry e = look(slot);
+    for (backoff b; e == empty; e = look(slot)) b.pause();
     return e;
   }
 

@@ -29,8 +29,8 @@
 // that every lane has the leader's key (one shuffle and one vote, cheaper
 // than a match) and splits the group like any other when one does not.
 //
-// Memory ordering: partition, broadcast, shuffle_from_rank and exclusive_sum
-// move values, not memory (no fence, on the host too: host_warp.h). sync()
+// Memory ordering: partition, broadcast, shuffle_from_rank, exclusive_sum and
+// all move values, not memory (no fence, on the host too: host_warp.h). sync()
 // (__syncwarp) orders memory among the group's lanes: a lane that uses memory
 // the leader acquired for it needs sync() after the leader's acquire, or an
 // acquire of its own.
@@ -186,6 +186,19 @@ class lane_group {
     }
     total = sum;
     return before;
+#endif
+  }
+
+  // Whether `p` holds on every lane of the group (a vote; moves no memory).
+  GPUALLOC_HD bool all(bool p) const {
+#if GPUALLOC_ON_DEVICE
+    return __all_sync(mask_, p);
+#else
+    if (size_ == 1) return p;
+    const host_values values = gather(host_warp::op::all, p);
+    for (unsigned m = mask_; m != 0; m &= m - 1)
+      if (values.of[std::countr_zero(m)] == 0) return false;
+    return true;
 #endif
   }
 

@@ -6,7 +6,8 @@
 // malloc (a group of lanes asking for pages of size c): the leader waits on
 // the queue's bulk semaphore for n pages (detail/bulk_semaphore.h; one
 // fetch-add when the queue holds them) and reserves n front positions with
-// one fetch-add; each lane takes the index at its position.
+// one fetch-add; each lane takes the index at its position (storage.h's
+// take_for_group: VA counts the group's takes together).
 // When the queue runs short, one thread per shortfall takes chunks from the
 // pool (refill), signals their pages and enqueues all of them.
 // free: the leader reserves n back positions and signals n pages (signal
@@ -71,8 +72,10 @@ struct page_queues {
       grant = q.sem.try_wait(n) ? q.ends.reserve_front(n) << 6 | n : wait(h, c, n);
     }
     grant = g.broadcast(grant);
-    if (g.rank() >= (grant & 63)) return nullptr;
-    return page(h, c, Storage::template take<entry>(h, c, (grant >> 6) + g.rank()));
+    const auto granted = static_cast<std::uint32_t>(grant & 63);
+    if (granted == 0) return nullptr;
+    const entry e = Storage::template take_for_group<entry>(h, c, grant >> 6, granted, g);
+    return g.rank() < granted ? page(h, c, e) : nullptr;
   }
 
   // Lanes of `g` each free a page of size c: page `page` of the chunk starting at base chunk `x`.

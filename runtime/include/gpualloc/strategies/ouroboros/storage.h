@@ -17,32 +17,37 @@
 //
 // A queue chunk is nothing but slots (2048 page entries or 1024 chunk
 // entries); what the paper keeps in its header lives in per-chunk arrays
-// beside the descriptors: the count of takes (VA) or of puts and takes (VL,
-// the paper's countA / countB), both by segments (below), and the link to
-// the next chunk (VL). The thread that puts at the first position of chunk k places
+// beside the descriptors: the count of takes (VA, by groups: below) or of
+// puts and takes (VL, the paper's countA / countB, by segments: below), and
+// the link to the next chunk (VL). The thread that puts at the first position of chunk k places
 // chunk k+1 in advance (and chunk 0 too, for position 0), so other threads
 // rarely wait for a chunk; the thread whose count completes a chunk
 // recycles it (VA), or moves the front or back along (VL; the oldest chunk
 // is recycled once the front is more than `lag` chunks ahead).
 //
-// Counts by segments. The paper counts every put or take on the chunk's
-// count: one address for 2048 of them, each with its fence (VL's counts are
-// sequentially consistent). Here a queue chunk's slots are each put and
-// taken once per life (detail/index_queue.h once_slot: the take leaves a
-// mark), and the thread that puts or takes a segment's last position (every
-// 32nd) waits until the segment's slots are all put or all taken and counts
-// the segment for all 32. The count that completes the chunk's takes
-// recycles it (VA); those of its puts and its takes move the list's back and
-// front (VL). Measured on an H200 (2^20 takes of 16 B pages, warm heap, VA):
-// 0.41 ms with a count per take, 0.20 ms with segments of 32; segments of
-// 256 took 0.58 ms (a segment's last taker waits for more warps), and
-// checking all 2048 slots once per chunk took 0.10 ms but doubled mixed
-// sizes, whose small groups check alone.
+// Counts. The paper counts every put or take on the chunk's count: one
+// address for 2048 of them, each with its fence (VL's counts are
+// sequentially consistent). Measured on an H200 (2^20 takes of 16 B pages,
+// warm heap, VA): 0.41 ms with a count per take.
+//  VA counts by groups: the lanes of a malloc look once at their chunk
+//     pointer and slot, without waiting (so they are still together), and
+//     when all found their index the leader counts them with one add per
+//     chunk they span; a lane that must wait counts its own take. The count
+//     that completes the chunk's takes recycles it.
+//  VL counts by segments: a queue chunk's slots are each put and taken once
+//     per life (detail/index_queue.h once_slot: the take leaves a mark), and
+//     the thread that puts or takes a segment's last position (every 32nd)
+//     waits until the segment's slots are all put or all taken and counts
+//     the segment for all 32; the counts that complete a chunk's puts and its
+//     takes move the list's back and front. (VA counted so too: 0.20 ms;
+//     segments of 256 took 0.58 ms, a segment's last taker waiting for more
+//     warps; checking all 2048 slots once per chunk took 0.10 ms but doubled
+//     mixed sizes, whose small groups check alone.)
 //
 // Invariants
 //  Q1 Every position is put once and taken once; a take waits for its put.
 //  Q2 A queue chunk is recycled only after the front and the back (VL) have
-//     both moved more than `lag` chunks past it (VA: after all its segments
+//     both moved more than `lag` chunks past it (VA: after all its takes
 //     were counted). So every put and take on it, its count updates and
 //     the pointer moves that read its link have happened: a thread holding
 //     a position (not yet put or taken) always finds that position's chunk
@@ -57,9 +62,10 @@
 //  Q3 Only metadata is read on the way to a chunk: the pointer ring (VA), the
 //     descriptors and the links (VL), all outside the chunks. A VL traversal
 //     that started from a stale pointer may read a link of a chunk recycled
-//     under it; it checks the chunk's descriptor (queue, position) before and
-//     after and starts again from the queue's pointer if it changed. So the
-//     paper's lag is a speed heuristic here, not what keeps readers safe.
+//     under it and end at a wrong chunk; it checks the descriptor (queue,
+//     ordinal) of the chunk it ends at and starts again from the queue's
+//     pointer if that is not the one it looks for. So the paper's lag is a
+//     speed heuristic here, not what keeps readers safe.
 //  Q4 Enqueues never wait for memory the program holds: queue chunks come
 //     out of reservations. A queue reserves ceil(slots / spots) + a few
 //     chunks (the partly used chunks at both ends, the one placed in advance,
@@ -79,9 +85,11 @@
 //
 // Memory ordering: slots as detail/index_queue.h. A new chunk's slots, its
 // counters and its descriptor are written before it is published with a
-// release (ring entry, link, list pointer), read after an acquire. A
-// segment's counter acquires the slots it waited for (once_slot) and counts
-// with acq_rel (VA) or seq_cst (VL): the thread that recycles comes after
+// release (ring entry, link, list pointer), read after an acquire. VA: a
+// group's leader counts after group.sync() (which orders its lanes' reads
+// before its count) with acq_rel, as does a lane counting its own take. VL:
+// a segment's counter acquires the slots it waited for (once_slot) and
+// counts with seq_cst. Either way the thread that recycles comes after
 // every put and take.
 #pragma once
 
@@ -90,6 +98,7 @@
 #include "gpualloc/detail/atomic.h"
 #include "gpualloc/detail/backoff.h"
 #include "gpualloc/detail/index_queue.h"
+#include "gpualloc/detail/warp.h"
 #include "gpualloc/strategies/ouroboros/chunk_pool.h"
 #include "gpualloc/strategies/ouroboros/layout.h"
 
@@ -98,7 +107,7 @@ namespace gpualloc::strategies::ouro {
 template <class Entry>
 inline constexpr std::uint64_t spots = chunk_bytes / sizeof(Entry);
 
-// Positions one count of puts or takes stands for (above: counts by segments).
+// Positions one count of puts or takes stands for (VL; above: counts).
 inline constexpr std::uint64_t segment = 32;
 static_assert(spots<std::uint64_t> % segment == 0);
 
@@ -139,6 +148,17 @@ struct slot_reservations {
   }
 };
 
+// Storage whose lanes take their positions one by one (S, VL): the group
+// form of take, for lanes ranked below n taking positions first + rank.
+template <class Storage>
+struct takes_by_lane {
+  template <class Entry>
+  GPUALLOC_HD static Entry take_for_group(heap h, unsigned c, std::uint64_t first, std::uint32_t n,
+                                          const detail::lane_group& g) {
+    return g.rank() < n ? Storage::template take<Entry>(h, c, first + g.rank()) : detail::index_slot<Entry>::empty;
+  }
+};
+
 // Queue chunks for the virtualised queues.
 struct queue_chunk {
   // Fills a chunk taken for queue c with empty slots and publishes its
@@ -156,7 +176,7 @@ struct queue_chunk {
   }
 };
 
-struct static_queue {
+struct static_queue : takes_by_lane<static_queue> {
   // Ring entries for a queue that may ever hold `max_entries`: all of them,
   // but about 1/256 of the arena at most (the nearest power of two), the S
   // variants' price: a page size can have at most that many pages.
@@ -219,7 +239,7 @@ struct array_queue {
   }
   template <class Entry>
   static constexpr std::uint64_t ring_entry_bytes = sizeof(std::uint64_t);
-  static constexpr std::uint64_t per_chunk_bytes = sizeof(std::uint32_t);  // segments counted on a queue chunk
+  static constexpr std::uint64_t per_chunk_bytes = sizeof(std::uint32_t);  // takes counted on a queue chunk
   static constexpr bool limited = false;
 
   template <class Entry>
@@ -254,24 +274,54 @@ struct array_queue {
   GPUALLOC_HD static Entry take(heap h, unsigned c, std::uint64_t pos) {
     const std::uint64_t k = pos / spots<Entry>;
     const std::uint32_t x = locate(h, c, k);
-    Entry& s = queue_chunk::slot<Entry>(h, x, pos);
-    const Entry e = detail::once_slot<Entry>::take(s);
-    if (pos % segment == segment - 1) count_segment<Entry>(h, c, k, x, &s + 1 - segment);
+    const Entry e = detail::once_slot<Entry>::read(queue_chunk::slot<Entry>(h, x, pos));
+    count_takes<Entry>(h, c, k, x, 1);
+    return e;
+  }
+
+  // Lanes ranked below n take positions first + rank, counted by groups
+  // (above): a look at the pointer and the slot, no waiting, then a vote.
+  template <class Entry>
+  GPUALLOC_HD static Entry take_for_group(heap h, unsigned c, std::uint64_t first, std::uint32_t n,
+                                          const detail::lane_group& g) {
+    const bool mine = g.rank() < n;
+    const std::uint64_t pos = first + g.rank(), k = pos / spots<Entry>;
+    std::uint32_t x = no_chunk;
+    Entry e = detail::once_slot<Entry>::empty;
+    if (mine) {
+      x = placed(h, c, k);
+      if (x != no_chunk) e = detail::once_slot<Entry>::look(queue_chunk::slot<Entry>(h, x, pos));
+    }
+    if (g.all(!mine || e != detail::once_slot<Entry>::empty)) {
+      const auto last = static_cast<std::uint32_t>(g.shuffle_from_rank(x, n - 1));
+      g.sync();  // every lane's read comes before the leader's count
+      if (g.is_leader()) {
+        const std::uint64_t room = spots<Entry> - first % spots<Entry>;  // positions of chunk k from first on
+        const std::uint64_t in_first = room < n ? room : n;
+        count_takes<Entry>(h, c, k, x, in_first);
+        if (in_first < n) count_takes<Entry>(h, c, k + 1, last, n - in_first);
+      }
+      return e;
+    }
+    if (!mine) return e;
+    if (x == no_chunk) x = locate(h, c, k);
+    if (e == detail::once_slot<Entry>::empty) e = detail::once_slot<Entry>::read(queue_chunk::slot<Entry>(h, x, pos));
+    count_takes<Entry>(h, c, k, x, 1);
     return e;
   }
 
  private:
-  GPUALLOC_HD static std::uint32_t& segments(heap h, std::uint32_t x) { return h.at<std::uint32_t>(h.L.storage)[x]; }
+  GPUALLOC_HD static std::uint32_t& takes(heap h, std::uint32_t x) { return h.at<std::uint32_t>(h.L.storage)[x]; }
 
-  // By the taker of a segment's last position: once the segment's slots are
-  // all taken, counts it on chunk x (ordinal k); the last count recycles x.
+  // Counts n takes on chunk x (ordinal k); the count that completes it recycles x.
   template <class Entry>
-  GPUALLOC_HD __attribute__((noinline)) static void count_segment(heap h, unsigned c, std::uint64_t k, std::uint32_t x,
-                                                                  Entry* first) {
-    detail::once_slot<Entry>::all_taken(first, segment);
-    if (detail::device_atomic<std::uint32_t>(segments(h, x)).fetch_add(1, detail::acq_rel) + 1 !=
-        spots<Entry> / segment)
-      return;
+  GPUALLOC_HD static void count_takes(heap h, unsigned c, std::uint64_t k, std::uint32_t x, std::uint64_t n) {
+    if (detail::device_atomic<std::uint32_t>(takes(h, x)).fetch_add(static_cast<std::uint32_t>(n), detail::acq_rel) +
+            n ==
+        spots<Entry>)
+      recycle(h, c, k, x);
+  }
+  GPUALLOC_HD __attribute__((noinline)) static void recycle(heap h, unsigned c, std::uint64_t k, std::uint32_t x) {
     detail::device_atomic<std::uint64_t>(pointer(h, c, k)).store(empty, detail::release);
     chunk_pool::give_from_queue(h, x);
   }
@@ -280,22 +330,24 @@ struct array_queue {
   }
   GPUALLOC_HD static std::uint64_t entry(std::uint64_t k, std::uint32_t x) { return (k & 0xffffffffu) << 32 | x; }
 
-  // The chunk of positions [k*spots, (k+1)*spots); waits until it is placed.
+  // The chunk of positions [k*spots, (k+1)*spots), or no_chunk while it is not placed.
+  GPUALLOC_HD static std::uint32_t placed(heap h, unsigned c, std::uint64_t k) {
+    const std::uint64_t v = detail::device_atomic<std::uint64_t>(pointer(h, c, k)).load(detail::acquire);
+    return v != empty && v >> 32 == (k & 0xffffffffu) ? static_cast<std::uint32_t>(v) : no_chunk;
+  }
+  // The same, once it is placed.
   GPUALLOC_HD static std::uint32_t locate(heap h, unsigned c, std::uint64_t k) {
-    detail::device_atomic<std::uint64_t> p(pointer(h, c, k));
     detail::backoff b;
-    for (;;) {
-      const std::uint64_t v = p.load(detail::acquire);
-      if (v != empty && v >> 32 == (k & 0xffffffffu)) return static_cast<std::uint32_t>(v);
-      b.pause();
-    }
+    std::uint32_t x;
+    while ((x = placed(h, c, k)) == no_chunk) b.pause();
+    return x;
   }
 
   // Takes a chunk for ordinal k and places it once the ring entry is free (chunk k - ring size recycled).
   template <class Entry>
   GPUALLOC_HD __attribute__((noinline)) static void place(heap h, unsigned c, std::uint64_t k) {
     const std::uint32_t x = chunk_pool::take_for_queue(h);
-    detail::device_atomic<std::uint32_t>(segments(h, x)).store(0, detail::relaxed);
+    detail::device_atomic<std::uint32_t>(takes(h, x)).store(0, detail::relaxed);
     queue_chunk::publish<Entry>(h, x, c, k);
     detail::device_atomic<std::uint64_t> p(pointer(h, c, k));
     detail::backoff b;
@@ -304,7 +356,7 @@ struct array_queue {
   }
 };
 
-struct list_queue {
+struct list_queue : takes_by_lane<list_queue> {
   static constexpr std::uint64_t none = ~std::uint64_t{0};  // a list pointer before the queue's first chunk
   static constexpr std::uint32_t lag = 1;                   // chunks kept behind the front before recycling
   static constexpr std::uint64_t spare_chunks = 3 + lag;
@@ -412,37 +464,39 @@ struct list_queue {
     return x;
   }
 
-  // The chunk of ordinal k, found from list pointer `from` by following links (Q3).
+  // The chunk of ordinal k, found from list pointer `from` by following links
+  // (Q3). The walk reads the links relaxed and checks only where it ends: the
+  // descriptor (queue c, ordinal k) names one chunk, and its acquire orders
+  // that chunk's publication before the caller's use. A walk through a chunk
+  // recycled under it ends at a wrong chunk (a link is a chunk index or
+  // no_chunk in every life, and the walk takes exactly the links from the
+  // pointer's ordinal to k) and starts again. Checking the descriptor before
+  // and after each link, as before, cost three acquire loads per link; the
+  // walks were half of P-VL's free samples (ncu, H200).
   GPUALLOC_HD __attribute__((noinline)) static std::uint32_t locate(heap h, unsigned c, std::uint64_t& from,
                                                                     std::uint64_t k) {
     detail::device_atomic<std::uint64_t> start(from);
     detail::backoff b;
-    std::uint64_t p = start.load(detail::acquire);
-    for (;;) {
-      if (p == none) {
-        b.pause();
-        p = start.load(detail::acquire);
-        continue;
+    for (;; b.pause()) {
+      const std::uint64_t p = start.load(detail::acquire);
+      if (p == none) continue;
+      auto x = static_cast<std::uint32_t>(p);
+      // Ordinals in a pointer are 32 bits and wrap: a pointer past k (moved
+      // on after a recycle under us) gives more links than the heap has chunks.
+      std::uint32_t links = static_cast<std::uint32_t>(k) - static_cast<std::uint32_t>(p >> 32);
+      if (links > h.L.chunks) continue;
+      while (links != 0 && x < h.L.chunks) {
+        const std::uint32_t nx = detail::device_atomic<std::uint32_t>(next(h, x)).load(detail::relaxed);
+        if (nx != no_chunk) {
+          x = nx;
+          --links;
+        } else if (h.load_desc(x) == descriptor::make(descriptor::queue, c, k - links)) {
+          b.pause();  // chunk k - links's first put has not linked the next one yet
+        } else {
+          break;  // a stale path
+        }
       }
-      const auto x = static_cast<std::uint32_t>(p);
-      const std::uint64_t d = h.load_desc(x);
-      const std::uint64_t o = descriptor::payload(d);
-      if (descriptor::kind(d) != descriptor::queue || descriptor::sub(d) != c || o > k) {
-        b.pause();  // recycled under us: start again
-        p = start.load(detail::acquire);
-        continue;
-      }
-      if (o == k) return x;
-      const std::uint32_t nx = detail::device_atomic<std::uint32_t>(next(h, x)).load(detail::acquire);
-      if (h.load_desc(x) != d) {
-        p = start.load(detail::acquire);
-        continue;
-      }
-      if (nx == no_chunk) {
-        b.pause();  // chunk k - 1's first put has not linked the next one yet
-        continue;
-      }
-      p = pointer(o + 1, nx);
+      if (links == 0 && x < h.L.chunks && h.load_desc(x) == descriptor::make(descriptor::queue, c, k)) return x;
     }
   }
 
