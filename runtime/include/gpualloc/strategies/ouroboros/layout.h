@@ -90,7 +90,7 @@ struct pool_control {
   alignas(128) std::uint32_t reclaim_lock;
 };
 
-// One queue per page size: five cache lines.
+// One queue per page size: six cache lines.
 struct queue_control {
   detail::bulk_semaphore sem;  // pages in the queue (page queues) / free pages on its chunks (chunk queues)
   detail::queue_ends ends;
@@ -100,6 +100,7 @@ struct queue_control {
   alignas(128) std::uint64_t slots;      // static queues: slots reserved; virtualised: 1 once the base is reserved (storage.h)
   std::uint64_t list_old;                // linked queues: the oldest chunk not yet recycled
   std::uint64_t drained;                 // page queues: pages a drain put back without freeing a chunk
+  alignas(128) std::uint64_t list_made[8];  // linked queues: chunk k (made in advance) at [k % 8], for its placer
 };
 
 struct layout {
