@@ -20,9 +20,13 @@
 //              queues keep moving (a stuck put is reported, not waited for)
 //  array queue threads take batches of 1-32 entries from an array queue
 //              (storage.h array_queue, VA) and put them back, so its chunks
-//              fill, drain and are recycled by segment counts: no entry lost
-//              or held twice, and the queue holds only the chunks its
-//              entries need (a missed segment count would strand a chunk)
+//              fill, drain and are recycled by their counts of takes: no
+//              entry lost or held twice, and the queue holds only the chunks
+//              its entries need (a missed count would strand a chunk)
+//  array queue groups  the same through take_for_group, with two emulated
+//              warps (detail/host_warp.h) whose groups of random lanes take
+//              1 .. size entries (lanes ranked past the count take none) and
+//              put them back: counted by groups, across chunk boundaries
 //  layout      plans of the six variants for arenas of 1 KiB .. 80 GiB: the
 //              tables in order inside the arena, the chunks after them
 //  sizes       every request size of 16 B .. 8 KiB gets a page that holds it,
@@ -35,12 +39,14 @@
 // Usage: gpualloc-ouroboros-parts [--report]
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string_view>
 #include <thread>
@@ -49,6 +55,7 @@
 #include "gpualloc/allocate.h"
 #include "gpualloc/detail/bit_field.h"
 #include "gpualloc/detail/bulk_semaphore.h"
+#include "gpualloc/detail/host_warp.h"
 #include "gpualloc/detail/index_queue.h"
 #include "gpualloc/dispatch.h"
 #include "utilisation.h"
@@ -310,24 +317,49 @@ void test_list_queues() {
   std::printf("  list queues: %u shallow queues, %" PRIu64 " takes and puts\n", queues, moves.load());
 }
 
+// An array queue (storage.h, VA) of its own 64 MiB P-VA heap, holding the
+// entries 0 .. 2999 (a chunk and a half of slots).
+struct filled_array_queue {
+  using entry = std::uint32_t;
+  using array = gpualloc::strategies::ouro::array_queue;
+  static constexpr unsigned queue = 0;
+  static constexpr entry entries = 3000;
+
+  utilisation::heap H{gpualloc::strategy_id::ouroboros_p_va, 64ull << 20, gpualloc::device_facts{}.sm_count};
+  gpualloc::strategies::ouro::heap h = view_of<gpualloc::strategies::ouroboros_p_va>(H);
+  gpualloc::strategies::ouro::queue_control& q = h.queue(queue);
+
+  explicit filled_array_queue(const char* test) {
+    if (!array::reserve_slots<entry>(h, queue, entries)) FAIL("%s: no reservation", test);
+    for (entry e = 0; e < entries; ++e) {
+      q.fill.add(1);
+      array::put<entry>(h, queue, q.ends.reserve_back(1), e);
+    }
+  }
+
+  // Queue chunks in the heap: the live positions [front, back) span at
+  // most 3 chunks, and one more is placed in advance.
+  unsigned queue_chunks() const {
+    namespace ouro = gpualloc::strategies::ouro;
+    unsigned n = 0;
+    for (std::uint32_t x = 0; x < h.L.chunks; ++x) n += ouro::descriptor::kind(h.load_desc(x)) == ouro::descriptor::queue;
+    return n;
+  }
+  static constexpr unsigned most_queue_chunks = 4;
+};
+
 // storage.h's array queue: takes counted on their chunks, chunks recycled
 // once all of their takes are counted.
 void test_array_queue() {
   namespace ouro = gpualloc::strategies::ouro;
-  using gpualloc::strategies::ouroboros_p_va;
-  using entry = std::uint32_t;
-  using array = ouro::array_queue;
-  constexpr unsigned queue = 0;
-  constexpr entry entries = 3000;  // a chunk and a half of slots
+  filled_array_queue Q("array queue");
+  using entry = filled_array_queue::entry;
+  using array = filled_array_queue::array;
+  const unsigned queue = Q.queue;
+  const ouro::heap h = Q.h;
+  ouro::queue_control& q = Q.q;
+  const entry entries = Q.entries;
   constexpr std::uint64_t takes_per_thread = 200000;
-  const utilisation::heap H(gpualloc::strategy_id::ouroboros_p_va, 64ull << 20, gpualloc::device_facts{}.sm_count);
-  const ouro::heap h = view_of<ouroboros_p_va>(H);
-  ouro::queue_control& q = h.queue(queue);
-  if (!array::reserve_slots<entry>(h, queue, entries)) FAIL("array queue: no reservation");
-  for (entry e = 0; e < entries; ++e) {
-    q.fill.add(1);
-    array::put<entry>(h, queue, q.ends.reserve_back(1), e);
-  }
   std::vector<std::atomic<int>> owner(entries);
   std::atomic<int> lost{0}, twice{0}, running{threads};
   std::atomic<std::uint64_t> moves{0};
@@ -373,14 +405,78 @@ void test_array_queue() {
   }
   for (auto& t : ts) t.join();
   if (lost || twice) FAIL("array queue: %d entries out of range, %d held twice", lost.load(), twice.load());
-  unsigned queue_chunks = 0;
-  for (std::uint32_t x = 0; x < h.L.chunks; ++x)
-    queue_chunks += ouro::descriptor::kind(h.load_desc(x)) == ouro::descriptor::queue;
+  const unsigned queue_chunks = Q.queue_chunks();
   const std::uint64_t cycles = q.ends.front / ouro::spots<entry>;
-  // The live positions [front, back) span at most 3 chunks, one more is placed in advance.
-  if (queue_chunks > 4)
+  if (queue_chunks > Q.most_queue_chunks)
     FAIL("array queue: %u queue chunks after %" PRIu64 " chunks' worth of takes", queue_chunks, cycles);
   std::printf("  array queue: %d threads, %" PRIu64 " chunks' worth of takes, %u queue chunks left\n", threads, cycles,
+              queue_chunks);
+}
+
+// The array queue through take_for_group, as page_queues::malloc calls it.
+void test_array_queue_groups() {
+  namespace ouro = gpualloc::strategies::ouro;
+  using gpualloc::detail::host_warp;
+  using gpualloc::detail::lane_group;
+  filled_array_queue Q("array queue groups");
+  using entry = filled_array_queue::entry;
+  using array = filled_array_queue::array;
+  const unsigned queue = Q.queue;
+  const ouro::heap h = Q.h;
+  ouro::queue_control& q = Q.q;
+  const entry entries = Q.entries;
+  constexpr unsigned warps = 2, lanes = 32, steps = 3000;
+  std::vector<std::atomic<int>> owner(entries);
+  std::atomic<int> lost{0}, twice{0};
+  std::atomic<std::uint64_t> moves{0};
+  std::vector<std::unique_ptr<host_warp>> warp;
+  std::vector<std::unique_ptr<std::barrier<>>> step_done;
+  for (unsigned w = 0; w < warps; ++w) {
+    warp.push_back(std::make_unique<host_warp>(lanes));
+    step_done.push_back(std::make_unique<std::barrier<>>(lanes));
+  }
+  std::vector<std::thread> ts;
+  for (unsigned w = 0; w < warps; ++w)
+    for (unsigned l = 0; l < lanes; ++l)
+      ts.emplace_back([&, w, l] {
+        const host_warp::lane me(*warp[w], l);
+        std::mt19937 rng(w);  // every lane of a warp draws the same masks and counts
+        for (unsigned step = 0; step < steps; ++step, step_done[w]->arrive_and_wait()) {
+          unsigned mask = static_cast<unsigned>(rng()) | 1u;
+          if (step % 4 == 0) mask = ~0u;  // full warps too, whose groups align with the chunks' ends less often
+          const std::uint32_t want = 1 + static_cast<std::uint32_t>(rng() % lanes);
+          if (!(mask >> l & 1u)) continue;
+          const host_warp::active together(mask);
+          const lane_group g = lane_group::coalesced();
+          const std::uint32_t n = want < g.size() ? want : g.size();
+          std::uint64_t first = ~std::uint64_t{0};
+          if (g.is_leader() && q.fill.try_take(n)) first = q.ends.reserve_front(n);
+          first = g.broadcast(first);
+          if (first == ~std::uint64_t{0}) continue;
+          const entry e = array::take_for_group<entry>(h, queue, first, n, g);
+          const bool mine = g.rank() < n;
+          if (mine && e >= entries) lost.fetch_add(1);
+          if (mine && e < entries && owner[e].exchange(1) != 0) twice.fetch_add(1);
+          std::uint64_t back = 0;
+          if (g.is_leader()) back = q.ends.reserve_back(n);
+          back = g.broadcast(back);
+          if (mine && e < entries) {
+            owner[e].store(0);
+            array::put<entry>(h, queue, back + g.rank(), e);
+          }
+          g.sync();
+          if (g.is_leader()) {
+            q.fill.add(n);
+            moves.fetch_add(n, std::memory_order_relaxed);
+          }
+        }
+      });
+  for (auto& t : ts) t.join();
+  if (lost || twice) FAIL("array queue groups: %d entries out of range, %d held twice", lost.load(), twice.load());
+  const unsigned queue_chunks = Q.queue_chunks();
+  if (queue_chunks > Q.most_queue_chunks)
+    FAIL("array queue groups: %u queue chunks after %" PRIu64 " takes", queue_chunks, moves.load());
+  std::printf("  array queue groups: %u warps, %" PRIu64 " takes in groups, %u queue chunks left\n", warps, moves.load(),
               queue_chunks);
 }
 
@@ -464,6 +560,7 @@ int main(int argc, char** argv) {
   test_bit_field();
   test_list_queues();
   test_array_queue();
+  test_array_queue_groups();
   test_layouts();
   test_sizes();
   std::printf("%s\n", failures.load() == 0 ? "ok" : "FAILED");

@@ -3,7 +3,7 @@
 //   arena: [ controls | free-chunk tree | descriptors | per-chunk arrays | large units | queue rings | chunks ... ]
 //
 //  controls      the pool's counters, then one queue_control per page size
-//                (five cache lines: the hot counters each on its own)
+//                (six cache lines: the hot counters each on its own)
 //  free-chunk    a 64-ary bit tree (detail/bit_tree.h) of the chunks that are
 //  tree          free: single chunks come from its low end, runs (chunks of
 //                three, chunks for large blocks) from its high end

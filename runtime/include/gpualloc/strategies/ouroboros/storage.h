@@ -20,8 +20,8 @@
 // beside the descriptors: the count of takes (VA, by groups: below) or of
 // puts and takes (VL, the paper's countA / countB, by segments: below), and
 // the link to the next chunk (VL). The thread that puts at the first
-// position of chunk k places chunk k+1 in advance (and chunk 0 too, for
-// position 0), so other threads rarely wait for a chunk; the thread whose
+// position of chunk k places chunk k+1 in advance (VA; VL: k+2, below), and
+// chunk 0 too for position 0, so other threads rarely wait for a chunk; the thread whose
 // count completes a chunk recycles it (VA), or moves the front or back along
 // (VL; the oldest chunk is recycled once the front is more than `lag` chunks
 // ahead).
@@ -34,8 +34,9 @@
 // k+2 (two ahead: a put into chunk k+1 finds it linked) and leaves it in a
 // small mailbox ring (list_made[(k+2) % 8]), where the placer of chunk k+3
 // finds it without a walk to link from it, so placements run side by side;
-// it walks only when the ring no longer holds it (eight chunks on). Every
-// other put and take still walks the links from the back or the front.
+// it walks when the ring does not hold it (not written yet, or eight chunks
+// on). Every other put and take still walks the links from the back or the
+// front.
 // Measured on an H200 (2^20 threads, warm heap): with the ring and one chunk
 // ahead, P-VL's frees of 16 B pages 3.2 -> 1.05 ms, of 64 B 1.1 -> 0.92-1.03
 // ms; two ahead, C-VL's 16 B allocations 2.4 -> 1.5 ms (a re-enqueue no
@@ -147,7 +148,7 @@ struct slot_reservations {
 
   // Backed: a slot of `entry_bytes` costs entry_bytes / 4 shares of a
   // chunk, and a queue's first reservation also reserves `base` + 1 whole
-  // chunks for good (the partly used chunks at both ends, the one placed in
+  // chunks for good (the partly used chunks at both ends, those made in
   // advance, the lag, and the rounding up of its slots to whole chunks), so
   // the shares a queue holds always cover ceil(slots / spots) + base chunks.
   GPUALLOC_HD static bool reserve_backed(heap h, unsigned c, std::uint64_t n, std::uint64_t entry_bytes,
@@ -522,7 +523,7 @@ struct list_queue : takes_by_lane<list_queue> {
           x = nx;
           --links;
         } else if (h.load_desc(x) == descriptor::make(descriptor::queue, c, k - links)) {
-          b.pause();  // chunk k - links's first put has not linked the next one yet
+          b.pause();  // the put that links chunk k - links on to the next one has not done it yet
         } else {
           break;  // a stale path
         }
@@ -533,11 +534,17 @@ struct list_queue : takes_by_lane<list_queue> {
 
   // Algorithm 6: chunk x (ordinal k) is done (every put, or every take):
   // move the pointer from it to its successor, and on while those are done too.
+  // Its link to the successor was set by the put at chunk k - 1's first
+  // position (extend), before that put was counted, and so before the
+  // pointer could reach chunk k: the link is read only once the pointer is
+  // seen there (a pointer not there yet will be moved on by whoever brings
+  // it: the counts and pointer accesses are sequentially consistent).
   template <class Entry>
   GPUALLOC_HD __attribute__((noinline)) static void advance(heap h, std::uint64_t& ptr, std::uint32_t x,
                                                             std::uint64_t k, std::uint64_t one) {
     detail::device_atomic<std::uint64_t> p(ptr);
     std::uint64_t cur = pointer(k, x);
+    if (p.load(cuda::memory_order_seq_cst) != cur) return;
     for (;;) {
       const std::uint32_t nx = detail::device_atomic<std::uint32_t>(next(h, x)).load(detail::acquire);
       const std::uint64_t to = pointer(k + 1, nx);
