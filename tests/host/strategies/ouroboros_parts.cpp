@@ -337,6 +337,12 @@ struct filled_array_queue {
     }
   }
 
+  entry take(std::uint64_t pos) const { return array::take<entry>(h, queue, pos); }
+  entry take_for_group(std::uint64_t first, std::uint32_t n, const gpualloc::detail::lane_group& g) const {
+    return array::take_for_group<entry>(h, queue, first, n, g);
+  }
+  void put(std::uint64_t pos, entry e) const { array::put<entry>(h, queue, pos, e); }
+
   // Queue chunks in the heap: the live positions [front, back) span at
   // most 3 chunks, and one more is placed in advance.
   unsigned queue_chunks() const {
@@ -354,13 +360,9 @@ void test_array_queue() {
   namespace ouro = gpualloc::strategies::ouro;
   filled_array_queue Q("array queue");
   using entry = filled_array_queue::entry;
-  using array = filled_array_queue::array;
-  const unsigned queue = Q.queue;
-  const ouro::heap h = Q.h;
   ouro::queue_control& q = Q.q;
-  const entry entries = Q.entries;
   constexpr std::uint64_t takes_per_thread = 200000;
-  std::vector<std::atomic<int>> owner(entries);
+  std::vector<std::atomic<int>> owner(Q.entries);
   std::atomic<int> lost{0}, twice{0}, running{threads};
   std::atomic<std::uint64_t> moves{0};
   std::vector<std::thread> ts;
@@ -373,8 +375,8 @@ void test_array_queue() {
         if (!q.fill.try_take(n)) continue;
         const std::uint64_t first = q.ends.reserve_front(static_cast<std::uint64_t>(n));
         for (std::int64_t i = 0; i < n; ++i) {  // as a group's lanes, in rank order
-          const entry e = array::take<entry>(h, queue, first + static_cast<std::uint64_t>(i));
-          if (e >= entries) {
+          const entry e = Q.take(first + static_cast<std::uint64_t>(i));
+          if (e >= Q.entries) {
             lost.fetch_add(1);
             continue;
           }
@@ -384,7 +386,7 @@ void test_array_queue() {
         const std::uint64_t back = q.ends.reserve_back(held.size());
         for (std::size_t i = 0; i < held.size(); ++i) {
           owner[held[i]].store(0);
-          array::put<entry>(h, queue, back + i, held[i]);
+          Q.put(back + i, held[i]);
         }
         q.fill.add(static_cast<std::int64_t>(held.size()));
         done += held.size();
@@ -420,13 +422,9 @@ void test_array_queue_groups() {
   using gpualloc::detail::lane_group;
   filled_array_queue Q("array queue groups");
   using entry = filled_array_queue::entry;
-  using array = filled_array_queue::array;
-  const unsigned queue = Q.queue;
-  const ouro::heap h = Q.h;
   ouro::queue_control& q = Q.q;
-  const entry entries = Q.entries;
   constexpr unsigned warps = 2, lanes = 32, steps = 3000;
-  std::vector<std::atomic<int>> owner(entries);
+  std::vector<std::atomic<int>> owner(Q.entries);
   std::atomic<int> lost{0}, twice{0};
   std::atomic<std::uint64_t> moves{0};
   std::vector<std::unique_ptr<host_warp>> warp;
@@ -453,16 +451,16 @@ void test_array_queue_groups() {
           if (g.is_leader() && q.fill.try_take(n)) first = q.ends.reserve_front(n);
           first = g.broadcast(first);
           if (first == ~std::uint64_t{0}) continue;
-          const entry e = array::take_for_group<entry>(h, queue, first, n, g);
+          const entry e = Q.take_for_group(first, n, g);
           const bool mine = g.rank() < n;
-          if (mine && e >= entries) lost.fetch_add(1);
-          if (mine && e < entries && owner[e].exchange(1) != 0) twice.fetch_add(1);
+          if (mine && e >= Q.entries) lost.fetch_add(1);
+          if (mine && e < Q.entries && owner[e].exchange(1) != 0) twice.fetch_add(1);
           std::uint64_t back = 0;
           if (g.is_leader()) back = q.ends.reserve_back(n);
           back = g.broadcast(back);
-          if (mine && e < entries) {
+          if (mine && e < Q.entries) {
             owner[e].store(0);
-            array::put<entry>(h, queue, back + g.rank(), e);
+            Q.put(back + g.rank(), e);
           }
           g.sync();
           if (g.is_leader()) {
