@@ -318,13 +318,20 @@ struct array_queue {
       }
       if (g.all(!mine || e != detail::once_slot<Entry>::empty)) break;
     }
-    const auto last = static_cast<std::uint32_t>(g.shuffle_from_rank(x, n - 1));
-    g.sync();  // every lane's read comes before the leader's count
+    const std::uint64_t room = spots<Entry> - first % spots<Entry>;  // positions of chunk k from first on
+    // The whole group in chunk k (uniform: first and n are the group's): no
+    // shuffle for a second chunk (P-VA's 2^20 takes of 16 B pages, H200:
+    // 0.126 -> 0.122 ms; 64 B 3.30x -> 3.19x atomic).
+    if (room >= n) {
+      g.sync();  // every lane's read comes before the leader's count
+      if (g.is_leader()) count_takes<Entry>(h, c, k, x, n);
+      return e;
+    }
+    const auto last = static_cast<std::uint32_t>(g.shuffle_from_rank(x, n - 1));  // chunk k + 1
+    g.sync();
     if (g.is_leader()) {
-      const std::uint64_t room = spots<Entry> - first % spots<Entry>;  // positions of chunk k from first on
-      const std::uint64_t in_first = room < n ? room : n;
-      count_takes<Entry>(h, c, k, x, in_first);
-      if (in_first < n) count_takes<Entry>(h, c, k + 1, last, n - in_first);
+      count_takes<Entry>(h, c, k, x, room);
+      count_takes<Entry>(h, c, k + 1, last, n - room);
     }
     return e;
   }
