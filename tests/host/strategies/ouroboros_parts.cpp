@@ -18,6 +18,12 @@
 //              held twice, the back always names a live queue chunk of its
 //              ordinal and the oldest chunk never passes it (Q2), and the
 //              queues keep moving (a stuck put is reported, not waited for)
+//  list queue placement  a deep linked queue (P-VL's entries): 34 threads
+//              each reserve a chunk's worth of back positions and, released
+//              together, put them, so the puts at 34 chunks' first positions
+//              make and link chunks at once (storage.h: VL placement);
+//              then they take them all: every entry comes out once, and no
+//              round gets stuck (a stuck put is reported, not waited for)
 //  array queue threads take batches of 1-32 entries from an array queue
 //              (storage.h array_queue, VA) and put them back, so its chunks
 //              fill, drain and are recycled by their counts of takes: no
@@ -317,6 +323,56 @@ void test_list_queues() {
   std::printf("  list queues: %u shallow queues, %" PRIu64 " takes and puts\n", queues, moves.load());
 }
 
+void test_list_queue_placement() {
+  namespace ouro = gpualloc::strategies::ouro;
+  using gpualloc::strategies::ouroboros_p_vl;
+  using entry = std::uint32_t;
+  using list = ouro::list_queue;
+  constexpr unsigned queue = 0, putters = 34, rounds = 30;
+  constexpr std::uint64_t per_putter = ouro::spots<entry>;
+  const utilisation::heap H(gpualloc::strategy_id::ouroboros_p_vl, 64ull << 20, gpualloc::device_facts{}.sm_count);
+  const ouro::heap h = view_of<ouroboros_p_vl>(H);
+  ouro::queue_control& qc = h.queue(queue);
+  if (!list::reserve_slots<entry>(h, queue, putters * per_putter)) FAIL("list queue placement: no reservation");
+  std::vector<std::atomic<int>> seen(putters * per_putter);
+  std::atomic<std::uint64_t> done{0};
+  std::atomic<int> wrong{0};
+  std::barrier sync(putters);
+  std::vector<std::thread> ts;
+  for (unsigned t = 0; t < putters; ++t)
+    ts.emplace_back([&, t] {
+      for (unsigned r = 0; r < rounds; ++r) {
+        const std::uint64_t first = qc.ends.reserve_back(per_putter);
+        sync.arrive_and_wait();  // every first position is reserved: the puts start together
+        for (std::uint64_t i = 0; i < per_putter; ++i)
+          list::put<entry>(h, queue, first + i, static_cast<entry>(t * per_putter + i));
+        sync.arrive_and_wait();
+        const std::uint64_t from = qc.ends.reserve_front(per_putter);
+        for (std::uint64_t i = 0; i < per_putter; ++i) {
+          const entry e = list::take<entry>(h, queue, from + i);
+          if (e >= seen.size() || seen[e].fetch_add(1) != static_cast<int>(r)) wrong.fetch_add(1);
+        }
+        done.fetch_add(1);
+        sync.arrive_and_wait();
+      }
+    });
+  std::uint64_t last = ~std::uint64_t{0};
+  while (done.load() < putters * rounds) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    const std::uint64_t now = done.load();
+    if (now == last) {
+      FAIL("list queue placement: stuck after %" PRIu64 " of %u rounds' puts (a placement waits forever)",
+           now / putters, rounds);
+      std::fflush(stdout);
+      std::_Exit(1);  // the stuck threads never return
+    }
+    last = now;
+  }
+  for (auto& t : ts) t.join();
+  if (wrong) FAIL("list queue placement: %d entries lost, out of range or taken twice", wrong.load());
+  std::printf("  list queue placement: %u putters x %u rounds of %" PRIu64 " entries\n", putters, rounds, per_putter);
+}
+
 // An array queue (storage.h, VA) of its own 64 MiB P-VA heap, holding the
 // entries 0 .. 2999 (a chunk and a half of slots).
 struct filled_array_queue {
@@ -557,6 +613,7 @@ int main(int argc, char** argv) {
   test_index_slots();
   test_bit_field();
   test_list_queues();
+  test_list_queue_placement();
   test_array_queue();
   test_array_queue_groups();
   test_layouts();

@@ -40,7 +40,12 @@
 // Measured on an H200 (2^20 threads, warm heap): with the ring and one chunk
 // ahead, P-VL's frees of 16 B pages 3.2 -> 1.05 ms, of 64 B 1.1 -> 0.92-1.03
 // ms; two ahead, C-VL's 16 B allocations 2.4 -> 1.5 ms (a re-enqueue no
-// longer waits for its chunk's link), P-VL's frees 1.25-1.35 ms.
+// longer waits for its chunk's link), P-VL's frees 1.25-1.35 ms. A mailbox
+// of 16 that kept each chunk until both its placers had read it (no walks
+// at all) left P-VL's frees at 1.21-1.27 ms and made C-VL's 16 B
+// allocations 2.45 ms: not kept. (Its first form let the makers of chunks
+// j and j + 16, both waiting for the slot, write in either order, and
+// deadlocked; the host test `list queue placement` catches that.)
 //
 // Counts. The paper counts every put or take on the chunk's count: one
 // address for 2048 of them, each with its fence (VL's counts are
