@@ -101,12 +101,13 @@ struct chunk_pool {
     return no_chunk;
   }
 
-  // Gives back k chunks from x on: free and available again.
-  GPUALLOC_HD static void give(heap h, std::uint32_t x, std::uint64_t k) {
+  // Gives back k chunks from x on: free and available again, with `shares`
+  // more (queue slots given back with them, storage.h) in the same add.
+  GPUALLOC_HD static void give(heap h, std::uint32_t x, std::uint64_t k, std::uint64_t shares = 0) {
     for (std::uint64_t i = 0; i < k; ++i)
       h.store_desc(static_cast<std::uint32_t>(x + i), descriptor::make(descriptor::free, 0, 0));
     h.free_chunks().insert_run(x, k);
-    unreserve(h, k);
+    unreserve_shares(h, (k << share_shift) + shares);
   }
 
   // Gives back a queue chunk: free again, still reserved for its queue.

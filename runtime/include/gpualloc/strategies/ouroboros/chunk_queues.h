@@ -282,8 +282,8 @@ struct chunk_queues {
     if ((old & live) != 0 && count(old) + static_cast<std::int64_t>(n) == pages && q.sem.try_reduce(pages - n, pages)) {
       const std::uint64_t left = give_back(h, c, x, tag(old));
       if (left != ~std::uint64_t{0}) {
-        if ((left & queued) == 0) Storage::template release_slots<entry>(h, c, 1);  // C5: no stale entry holds it
-        chunk_pool::give(h, x, span_of(c));
+        // C5: the chunk's queue slot goes back with it, unless a stale entry holds it.
+        Storage::template give_pages<entry>(h, c, x, (left & queued) == 0 ? 1 : 0);
         return;
       }
       q.sem.signal(pages - n);

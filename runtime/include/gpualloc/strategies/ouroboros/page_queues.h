@@ -173,8 +173,7 @@ struct page_queues {
       const std::uint32_t n = count[x];
       count[x] = 0;
       if (n == pages_per_chunk(c)) {
-        Storage::template release_slots<entry>(h, c, n);
-        chunk_pool::give(h, x, span_of(c));
+        Storage::template give_pages<entry>(h, c, x, n);
         ++freed[c];
         gave = true;
       } else {
