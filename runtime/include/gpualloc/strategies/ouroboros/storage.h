@@ -21,10 +21,10 @@
 // puts and takes (VL, the paper's countA / countB, by segments: below), and
 // the link to the next chunk (VL). The thread that puts at the first
 // position of chunk k places chunk k+1 in advance (VA; VL: k+2, below), and
-// chunk 0 too for position 0, so other threads rarely wait for a chunk; the thread whose
-// count completes a chunk recycles it (VA), or moves the front or back along
-// (VL; the oldest chunk is recycled once the front is more than `lag` chunks
-// ahead).
+// chunk 0 too for position 0, so other threads rarely wait for a chunk; the
+// thread whose count completes a chunk recycles it (VA), or moves the front
+// or back along (VL; the oldest chunk is recycled once the front is more
+// than `lag` chunks ahead).
 //
 // VL placement. In the paper the placer of chunk k+1 walks to chunk k and
 // sets its link, which it can do only once chunk k is linked: placements are
