@@ -356,11 +356,15 @@ void test_list_queue_placement() {
         sync.arrive_and_wait();
       }
     });
-  std::uint64_t last = ~std::uint64_t{0};
+  // A round takes about 0.2 s under ThreadSanitizer here; 10 s without
+  // progress is a hang, not a slow machine.
+  std::uint64_t last = 0;
+  auto moved = std::chrono::steady_clock::now();
   while (done.load() < putters * rounds) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const std::uint64_t now = done.load();
-    if (now == last) {
+    if (now != last) moved = std::chrono::steady_clock::now();
+    if (now == last && std::chrono::steady_clock::now() - moved > std::chrono::seconds(10)) {
       FAIL("list queue placement: stuck after %" PRIu64 " of %u rounds' puts (a placement waits forever)",
            now / putters, rounds);
       std::fflush(stdout);
