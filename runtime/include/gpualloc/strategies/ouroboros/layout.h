@@ -90,7 +90,7 @@ struct pool_control {
   alignas(128) std::uint32_t reclaim_lock;
 };
 
-// One queue per page size: six cache lines.
+// One queue per page size: five cache lines.
 struct queue_control {
   detail::bulk_semaphore sem;  // pages in the queue (page queues) / free pages on its chunks (chunk queues)
   detail::queue_ends ends;
@@ -100,7 +100,6 @@ struct queue_control {
   alignas(128) std::uint64_t slots;      // static queues: slots reserved; virtualised: 1 once the base is reserved (storage.h)
   std::uint64_t list_old;                // linked queues: the oldest chunk not yet recycled
   std::uint64_t drained;                 // page queues: pages a drain put back without freeing a chunk
-  alignas(128) std::uint64_t list_made[8];  // linked queues: chunk k (made in advance) at [k % 8], for its placer
 };
 
 struct layout {
@@ -110,7 +109,7 @@ struct layout {
   std::uint64_t content;                   // the queue contents' per-chunk arrays
   std::uint64_t storage;                   // the queue storage's per-chunk arrays
   std::uint64_t large;                     // large blocks: free-unit tree words, then u32 per unit
-  std::uint64_t ring[page_classes];        // static queues: slots; virtualised array queues: chunk pointers
+  std::uint64_t ring[page_classes];        // static queues: slots; array queues: chunk pointers; linked: walk hints
   std::uint64_t ring_mask[page_classes];   // entries in ring[c] - 1 (a power of two minus one)
   std::uint64_t slot_limit[page_classes];  // static queues: slots a queue may ever have reserved
   std::uint64_t chunk_base;                // arena offset of chunk 0

@@ -78,7 +78,6 @@ struct ouroboros {
       for (unsigned c = 0; c < ouro::page_classes; ++c) {
         ouro::queue_control& q = h.queue(c);
         q.list_front = q.list_back = q.list_old = ouro::list_queue::none;
-        for (std::uint64_t& made : q.list_made) made = ouro::list_queue::none;
       }
     }
     auto* tree = h.at<std::uint64_t>(L.tree);

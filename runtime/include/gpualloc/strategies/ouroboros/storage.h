@@ -32,20 +32,28 @@
 // pages: 512 links, 1.1 ms on an H200, ncu: lanes sleeping on the list's
 // last link). Here the put at the first position of chunk k makes chunk
 // k+2 (two ahead: a put into chunk k+1 finds it linked) and leaves it in a
-// small mailbox ring (list_made[(k+2) % 8]), where the placer of chunk k+3
-// finds it without a walk to link from it, so placements run side by side;
-// it walks when the ring does not hold it (not written yet, or eight chunks
-// on). Every other put and take still walks the links from the back or the
-// front.
-// Measured on an H200 (2^20 threads, warm heap): with the ring and one chunk
-// ahead, P-VL's frees of 16 B pages 3.2 -> 1.05 ms, of 64 B 1.1 -> 0.92-1.03
-// ms; two ahead, C-VL's 16 B allocations 2.4 -> 1.5 ms (a re-enqueue no
-// longer waits for its chunk's link), P-VL's frees 1.25-1.35 ms. A mailbox
-// of 16 that kept each chunk until both its placers had read it (no walks
-// at all) left P-VL's frees at 1.21-1.27 ms and made C-VL's 16 B
-// allocations 2.45 ms: not kept. (Its first form let the makers of chunks
-// j and j + 16, both waiting for the slot, write in either order, and
-// deadlocked; the host test `list queue placement` catches that.)
+// mailbox (slot (k+2) % made_slots of the queue's ring), where the placer of
+// chunk k+3 finds it without a walk to link from it, so placements run side
+// by side; it walks when the mailbox does not hold it (not written yet, or
+// made_slots chunks on). Every other put and take walks the links, from the
+// back or the front, or from where the last walk on its SM ended (a hint)
+// when that is nearer.
+// Measured on an H200 (2^20 threads, warm heap): with a mailbox of 8 and one
+// chunk ahead, P-VL's frees of 16 B pages 3.2 -> 1.05 ms, of 64 B 1.1 ->
+// 0.92-1.03 ms; two ahead, C-VL's 16 B allocations 2.4 -> 1.5 ms (a
+// re-enqueue no longer waits for its chunk's link), P-VL's frees 1.15-1.29
+// ms. ncu then showed the puts' walks spinning on links not yet set (8.7 of
+// 10.3 million walk steps, P-VL's frees of 64 B pages): a burst of 2^20 puts
+// makes 512 chunks at once, so a mailbox of 8 mostly missed and placements
+// walked one after the other again. A mailbox of 512 with hints: frees
+// 0.87-0.94 ms at 16 B - 4 KiB (the original code's P-VL: 7.7-9.5 ms, its
+// P-S and P-VA 0.86-0.94, same H200); a mailbox of 512 alone 1.14-1.18,
+// hints alone 0.97-1.10. A mailbox of 16 that kept each chunk until both its
+// placers had read it (no walks at all) left P-VL's frees at 1.21-1.27 ms
+// and made C-VL's 16 B allocations 2.45 ms: not kept. (Its first form let
+// the makers of chunks j and j + 16, both waiting for the slot, write in
+// either order, and deadlocked; the host test `list queue placement`
+// catches that.)
 //
 // Counts. The paper counts every put or take on the chunk's count: one
 // address for 2048 of them, each with its fence (VL's counts are
@@ -82,15 +90,15 @@
 //     two shallow queues sharing the pool saw the back name a recycled
 //     chunk in every run, and never with both pointers checked.)
 //  Q3 Only metadata is read on the way to a chunk: the pointer ring (VA), the
-//     descriptors, the links and the mailbox ring (VL), all outside the
-//     chunks. A mailbox names chunk k only to the puts at the first
-//     positions of chunks k - 1 and k, which keep the back, and so chunk k,
-//     from moving on (Q2). A VL traversal that started from a stale pointer
-//     may read a link of a chunk recycled under it and end at a wrong chunk;
-//     it checks the descriptor (queue, ordinal) of the chunk it ends at and
-//     starts again from the queue's pointer if that is not the one it looks
-//     for. So the paper's lag is a speed heuristic here, not what keeps
-//     readers safe.
+//     descriptors, the links, the mailbox and the walk hints (VL), all
+//     outside the chunks. A mailbox slot names chunk k only to the puts at
+//     the first positions of chunks k - 1 and k, which keep the back, and so
+//     chunk k, from moving on (Q2). A VL traversal that started from a stale
+//     pointer or hint may read a link of a chunk recycled under it and end
+//     at a wrong chunk; it checks the descriptor (queue, ordinal) of the
+//     chunk it ends at and starts again from the queue's pointer if that is
+//     not the one it looks for. So the paper's lag is a speed heuristic
+//     here, not what keeps readers safe.
 //  Q4 Enqueues never wait for memory the program holds: queue chunks come
 //     out of reservations. A queue reserves ceil(slots / spots) + a few
 //     chunks (the partly used chunks at both ends, those made in advance,
@@ -123,6 +131,7 @@
 #include "gpualloc/detail/atomic.h"
 #include "gpualloc/detail/backoff.h"
 #include "gpualloc/detail/index_queue.h"
+#include "gpualloc/detail/sm.h"
 #include "gpualloc/detail/warp.h"
 #include "gpualloc/strategies/ouroboros/chunk_pool.h"
 #include "gpualloc/strategies/ouroboros/layout.h"
@@ -411,23 +420,35 @@ struct list_queue : takes_by_lane<list_queue>, pool_slots<list_queue> {
   static constexpr std::uint32_t lag = 1;                   // chunks kept behind the front before recycling
   static constexpr std::uint64_t spare_chunks = 4 + lag;  // both ends partly used, two made in advance, the lag
 
+  // The queue's ring holds list pointers: the mailbox of chunks made in
+  // advance (chunk k at k % made_slots, for its placer: VL placement), then
+  // the walk hints, per end (back, front) and SM the last chunk a long walk
+  // from that SM found (SMs share a hint modulo hints_per_end). 512 slots:
+  // a burst of 2^20 puts makes 512 chunks.
+  static constexpr std::uint64_t made_slots = 512, hints_per_end = 256;
   template <class Entry>
   static std::uint64_t ring_entries(std::uint64_t, std::uint64_t) {
-    return 0;
+    return made_slots + 2 * hints_per_end;
   }
   template <class Entry>
-  static constexpr std::uint64_t ring_entry_bytes = 0;
+  static constexpr std::uint64_t ring_entry_bytes = sizeof(std::uint64_t);
   // Per chunk: puts << 32 | takes (u64), then the next chunk (u32).
   static constexpr std::uint64_t per_chunk_bytes = sizeof(std::uint64_t) + sizeof(std::uint32_t);
   static constexpr bool limited = false;
 
   template <class Entry>
-  GPUALLOC_HD static void init(heap, std::uint64_t, std::uint64_t) {}
+  GPUALLOC_HD static void init(heap h, std::uint64_t thread, std::uint64_t threads) {
+    for (unsigned c = 0; c < page_classes; ++c) {
+      std::uint64_t* ring = h.at<std::uint64_t>(h.L.ring[c]);
+      for (std::uint64_t i = thread; i <= h.L.ring_mask[c]; i += threads)
+        detail::device_atomic<std::uint64_t>(ring[i]).store(none, detail::relaxed);
+    }
+  }
 
   template <class Entry>
   GPUALLOC_HD static void put(heap h, unsigned c, std::uint64_t pos, Entry e) {
     const std::uint64_t k = pos / spots<Entry>;
-    const std::uint32_t x = pos % spots<Entry> == 0 ? extend<Entry>(h, c, k) : locate(h, c, h.queue(c).list_back, k);
+    const std::uint32_t x = pos % spots<Entry> == 0 ? extend<Entry>(h, c, k) : locate(h, c, back_end, k);
     Entry& s = queue_chunk::slot<Entry>(h, x, pos);
     detail::index_slot<Entry>::put(s, e);
     if (pos % segment == segment - 1) count_segment<Entry>(h, c, &s + 1 - segment, x, k, one_put);
@@ -436,7 +457,7 @@ struct list_queue : takes_by_lane<list_queue>, pool_slots<list_queue> {
   template <class Entry>
   GPUALLOC_HD static Entry take(heap h, unsigned c, std::uint64_t pos) {
     const std::uint64_t k = pos / spots<Entry>;
-    const std::uint32_t x = locate(h, c, h.queue(c).list_front, k);
+    const std::uint32_t x = locate(h, c, front_end, k);
     Entry& s = queue_chunk::slot<Entry>(h, x, pos);
     const Entry e = detail::once_slot<Entry>::take(s);
     if (pos % segment == segment - 1) count_segment<Entry>(h, c, &s + 1 - segment, x, k, one_take);
@@ -445,6 +466,7 @@ struct list_queue : takes_by_lane<list_queue>, pool_slots<list_queue> {
 
  private:
   static constexpr std::uint64_t one_put = std::uint64_t{1} << 32, one_take = 1;
+  enum end : unsigned { back_end, front_end };  // where a walk starts: puts from the back, takes from the front
 
   // By the thread at a segment's last position: once the segment's slots
   // (from `first`) are all put or all taken, counts the segment on chunk x
@@ -486,20 +508,20 @@ struct list_queue : takes_by_lane<list_queue>, pool_slots<list_queue> {
 
   // The put at chunk k's first position: makes chunk k + 2 before it looks
   // for any chunk (so the first positions of many chunks make theirs in
-  // parallel, as the paper says), leaves it in list_made and links it from
+  // parallel, as the paper says), leaves it in the mailbox and links it from
   // chunk k + 1; position 0 first makes chunks 0 and 1, linked. Chunks k and
-  // k + 1 come from list_made, or by a walk (above: VL placement). Returns
+  // k + 1 come from the mailbox, or by a walk (above: VL placement). Returns
   // chunk k. (Making after the walk put each make on the chain of links:
   // P-VL's 2^20 frees took 6.5-8.6 ms on an H200, 1.4 ms once made first.)
   template <class Entry>
   GPUALLOC_HD static std::uint32_t extend(heap h, unsigned c, std::uint64_t k) {
     queue_control& q = h.queue(c);
     const std::uint32_t ahead = make<Entry>(h, c, k + 2);
-    detail::device_atomic<std::uint64_t>(made(q, k + 2)).store(pointer(k + 2, ahead), detail::release);
+    detail::device_atomic<std::uint64_t>(made(h, c, k + 2)).store(pointer(k + 2, ahead), detail::release);
     if (k == 0) {
       const std::uint32_t first = make<Entry>(h, c, 0), second = make<Entry>(h, c, 1);
       detail::device_atomic<std::uint32_t>(next(h, first)).store(second, detail::relaxed);
-      detail::device_atomic<std::uint64_t>(made(q, 1)).store(pointer(1, second), detail::release);
+      detail::device_atomic<std::uint64_t>(made(h, c, 1)).store(pointer(1, second), detail::release);
       const std::uint64_t p = pointer(0, first);
       for (std::uint64_t* ptr : {&q.list_old, &q.list_back, &q.list_front})
         detail::device_atomic<std::uint64_t>(*ptr).store(p, detail::release);
@@ -508,37 +530,47 @@ struct list_queue : takes_by_lane<list_queue>, pool_slots<list_queue> {
     return made_or_walk(h, c, k);
   }
 
-  // Chunk k from list_made, or by a walk from the back when the ring no
+  // Chunk k from the mailbox, or by a walk from the back when the mailbox no
   // longer holds it. Only for the puts at the first positions of chunks
   // k - 1 and k (Q3).
   GPUALLOC_HD static std::uint32_t made_or_walk(heap h, unsigned c, std::uint64_t k) {
-    const std::uint64_t m = detail::device_atomic<std::uint64_t>(made(h.queue(c), k)).load(detail::acquire);
-    return m != none && m >> 32 == (k & 0xffffffffu) ? static_cast<std::uint32_t>(m)
-                                                      : locate(h, c, h.queue(c).list_back, k);
+    const std::uint64_t m = detail::device_atomic<std::uint64_t>(made(h, c, k)).load(detail::acquire);
+    return m != none && m >> 32 == (k & 0xffffffffu) ? static_cast<std::uint32_t>(m) : locate(h, c, back_end, k);
   }
-  GPUALLOC_HD static std::uint64_t& made(queue_control& q, std::uint64_t k) { return q.list_made[k % 8]; }
+  GPUALLOC_HD static std::uint64_t& made(heap h, unsigned c, std::uint64_t k) {
+    return h.at<std::uint64_t>(h.L.ring[c])[k % made_slots];
+  }
+  GPUALLOC_HD static std::uint64_t& hint(heap h, unsigned c, end e) {
+    return h.at<std::uint64_t>(h.L.ring[c])[made_slots + e * hints_per_end + (detail::sm_id() & (hints_per_end - 1))];
+  }
 
-  // The chunk of ordinal k, found from list pointer `from` by following links
-  // (Q3). The walk reads the links relaxed and checks only where it ends: the
+  // The chunk of ordinal k, found from the list pointer of `e` by following
+  // links (Q3), or from this SM's hint where that is nearer. The walk reads
+  // the hint and the links relaxed and checks only where it ends: the
   // descriptor (queue c, ordinal k) names one chunk, and its acquire orders
   // that chunk's publication before the caller's use. A walk through a chunk
-  // recycled under it ends at a wrong chunk (a link is a chunk index or
-  // no_chunk in every life, and the walk takes exactly the links from the
-  // pointer's ordinal to k) and starts again. Checking the descriptor before
-  // and after each link, as before, cost three acquire loads per link; the
-  // walks were half of P-VL's free samples (ncu, H200).
-  GPUALLOC_HD __attribute__((noinline)) static std::uint32_t locate(heap h, unsigned c, std::uint64_t& from,
-                                                                    std::uint64_t k) {
-    detail::device_atomic<std::uint64_t> start(from);
+  // recycled under it (or from a hint to one) ends at a wrong chunk (a link
+  // is a chunk index or no_chunk in every life, and the walk takes exactly
+  // the links from its start's ordinal to k) and starts again, from the
+  // pointer. Checking the descriptor before and after each link, as before,
+  // cost three acquire loads per link; the walks were half of P-VL's free
+  // samples (ncu, H200). Hints: a burst of puts or takes starts hundreds of
+  // chunks ahead of the pointer, and an SM's come in about the order of
+  // their positions, so its last find is a few links short of its next one.
+  // Only walks of more than one link read or write a hint (C-VL's shallow
+  // queues: 16 B allocations 1.53 -> 1.62 ms with every walk using them).
+  GPUALLOC_HD __attribute__((noinline)) static std::uint32_t locate(heap h, unsigned c, end e, std::uint64_t k) {
+    queue_control& q = h.queue(c);
+    detail::device_atomic<std::uint64_t> start(e == back_end ? q.list_back : q.list_front);
     detail::backoff b;
-    for (;; b.pause()) {
-      const std::uint64_t p = start.load(detail::acquire);
+    for (bool first = true;; b.pause(), first = false) {
+      std::uint64_t p = start.load(detail::acquire);
       if (p == none) continue;
+      const bool long_walk = first && links_to(k, p) > 1 && links_to(k, p) <= h.L.chunks;
+      if (long_walk) p = nearer_start(h, c, e, k, p);
+      if (links_to(k, p) > h.L.chunks) continue;
       auto x = static_cast<std::uint32_t>(p);
-      // Ordinals in a pointer are 32 bits and wrap: a pointer past k (moved
-      // on after a recycle under us) gives more links than the heap has chunks.
-      std::uint32_t links = static_cast<std::uint32_t>(k) - static_cast<std::uint32_t>(p >> 32);
-      if (links > h.L.chunks) continue;
+      std::uint32_t links = links_to(k, p);
       while (links != 0 && x < h.L.chunks) {
         const std::uint32_t nx = detail::device_atomic<std::uint32_t>(next(h, x)).load(detail::relaxed);
         if (nx != no_chunk) {
@@ -550,8 +582,33 @@ struct list_queue : takes_by_lane<list_queue>, pool_slots<list_queue> {
           break;  // a stale path
         }
       }
-      if (links == 0 && x < h.L.chunks && h.load_desc(x) == descriptor::make(descriptor::queue, c, k)) return x;
+      if (links == 0 && x < h.L.chunks && h.load_desc(x) == descriptor::make(descriptor::queue, c, k)) {
+        if (long_walk) remember(h, c, e, k, x);
+        return x;
+      }
     }
+  }
+  // Links from list pointer p to ordinal k. Ordinals in a pointer are 32
+  // bits and wrap: a pointer past k (moved on after a recycle under us)
+  // gives more links than the heap has chunks.
+  GPUALLOC_HD static std::uint32_t links_to(std::uint64_t k, std::uint64_t p) {
+    return static_cast<std::uint32_t>(k) - static_cast<std::uint32_t>(p >> 32);
+  }
+  // Where a long walk to ordinal k starts: list pointer p, or this SM's
+  // hint if that is nearer. Out of line, as is remember: inlined, the hints
+  // put P-VL's allocating kernels 8 registers over their folded build
+  // (wrapper/register-parity.test).
+  GPUALLOC_HD __attribute__((noinline)) static std::uint64_t nearer_start(heap h, unsigned c, end e, std::uint64_t k,
+                                                                          std::uint64_t p) {
+    const std::uint64_t hinted = detail::device_atomic<std::uint64_t>(hint(h, c, e)).load(detail::relaxed);
+    return hinted != none && links_to(k, hinted) < links_to(k, p) ? hinted : p;
+  }
+  // A long walk found chunk x of ordinal k: this SM's hint moves on to it.
+  GPUALLOC_HD __attribute__((noinline)) static void remember(heap h, unsigned c, end e, std::uint64_t k,
+                                                             std::uint32_t x) {
+    auto at = detail::device_atomic<std::uint64_t>(hint(h, c, e));
+    const std::uint64_t hinted = at.load(detail::relaxed);
+    if (hinted == none || links_to(k, hinted) - 1 < h.L.chunks) at.store(pointer(k, x), detail::relaxed);
   }
 
   // Algorithm 6: chunk x (ordinal k) is done (every put, or every take):
