@@ -23,7 +23,10 @@
 //              together, put them, so the puts at 34 chunks' first positions
 //              make and link chunks at once (storage.h: VL placement);
 //              then they take them all: every entry comes out once, and no
-//              round gets stuck (a stuck put is reported, not waited for)
+//              round gets stuck (a stuck put is reported, not waited for);
+//              again with a thread that keeps filling the walk hints with
+//              lies (random chunks named as ones just ahead of the list's
+//              pointers): walks that start there must notice (storage.h Q3)
 //  array queue threads take batches of 1-32 entries from an array queue
 //              (storage.h array_queue, VA) and put them back, so its chunks
 //              fill, drain and are recycled by their counts of takes: no
@@ -323,17 +326,40 @@ void test_list_queues() {
   std::printf("  list queues: %u shallow queues, %" PRIu64 " takes and puts\n", queues, moves.load());
 }
 
-void test_list_queue_placement() {
+// Overwrites every walk hint of queue `queue` (storage.h list_queue) with
+// a lie: a random chunk, named as one a few ordinals past where the list
+// pointer of its end stands, so walks start there, follow whatever links
+// that chunk has and must notice (Q3).
+void lie_in_hints(const gpualloc::strategies::ouro::heap& h, unsigned queue, std::mt19937_64& rng) {
+  namespace ouro = gpualloc::strategies::ouro;
+  using gpualloc::detail::device_atomic;
+  using list = ouro::list_queue;
+  ouro::queue_control& qc = h.queue(queue);
+  std::uint64_t* hints = h.at<std::uint64_t>(h.L.ring[queue]) + list::made_slots;
+  for (unsigned end = 0; end < 2; ++end) {
+    const std::uint64_t at = device_atomic<std::uint64_t>(end == 0 ? qc.list_back : qc.list_front).load(gpualloc::detail::relaxed);
+    for (std::uint64_t i = 0; i < list::hints_per_end; ++i) {
+      const std::uint64_t ordinal = (at >> 32) + 1 + rng() % 32;
+      const std::uint64_t chunk = rng() % (h.L.chunks + 2);  // now and then past the last chunk
+      device_atomic<std::uint64_t>(hints[end * list::hints_per_end + i])
+          .store((ordinal & 0xffffffffu) << 32 | chunk, gpualloc::detail::relaxed);
+    }
+  }
+}
+
+// lying_hints: one thread keeps overwriting the walk hints while the others put and take.
+void test_list_queue_placement(bool lying_hints) {
   namespace ouro = gpualloc::strategies::ouro;
   using gpualloc::strategies::ouroboros_p_vl;
   using entry = std::uint32_t;
   using list = ouro::list_queue;
   constexpr unsigned queue = 0, putters = 34, rounds = 30;
   constexpr std::uint64_t per_putter = ouro::spots<entry>;
+  const char* test = lying_hints ? "list queue placement, lying hints" : "list queue placement";
   const utilisation::heap H(gpualloc::strategy_id::ouroboros_p_vl, 64ull << 20, gpualloc::device_facts{}.sm_count);
   const ouro::heap h = view_of<ouroboros_p_vl>(H);
   ouro::queue_control& qc = h.queue(queue);
-  if (!list::reserve_slots<entry>(h, queue, putters * per_putter)) FAIL("list queue placement: no reservation");
+  if (!list::reserve_slots<entry>(h, queue, putters * per_putter)) FAIL("%s: no reservation", test);
   std::vector<std::atomic<int>> seen(putters * per_putter);
   std::atomic<std::uint64_t> done{0};
   std::atomic<int> wrong{0};
@@ -356,6 +382,14 @@ void test_list_queue_placement() {
         sync.arrive_and_wait();
       }
     });
+  std::atomic<bool> finished{false};
+  std::thread liar([&] {
+    std::mt19937_64 rng(7);
+    while (lying_hints && !finished.load()) {
+      lie_in_hints(h, queue, rng);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
   // A round takes about 0.2 s under ThreadSanitizer here; 10 s without
   // progress is a hang, not a slow machine.
   std::uint64_t last = 0;
@@ -365,16 +399,18 @@ void test_list_queue_placement() {
     const std::uint64_t now = done.load();
     if (now != last) moved = std::chrono::steady_clock::now();
     if (now == last && std::chrono::steady_clock::now() - moved > std::chrono::seconds(10)) {
-      FAIL("list queue placement: stuck after %" PRIu64 " of %u rounds' puts (a placement waits forever)",
-           now / putters, rounds);
+      FAIL("%s: stuck after %" PRIu64 " of %u rounds' puts (a placement waits forever)", test, now / putters,
+           rounds);
       std::fflush(stdout);
       std::_Exit(1);  // the stuck threads never return
     }
     last = now;
   }
   for (auto& t : ts) t.join();
-  if (wrong) FAIL("list queue placement: %d entries lost, out of range or taken twice", wrong.load());
-  std::printf("  list queue placement: %u putters x %u rounds of %" PRIu64 " entries\n", putters, rounds, per_putter);
+  finished = true;
+  liar.join();
+  if (wrong) FAIL("%s: %d entries lost, out of range or taken twice", test, wrong.load());
+  std::printf("  %s: %u putters x %u rounds of %" PRIu64 " entries\n", test, putters, rounds, per_putter);
 }
 
 // An array queue (storage.h, VA) of its own 64 MiB P-VA heap, holding the
@@ -617,7 +653,8 @@ int main(int argc, char** argv) {
   test_index_slots();
   test_bit_field();
   test_list_queues();
-  test_list_queue_placement();
+  test_list_queue_placement(false);
+  test_list_queue_placement(true);
   test_array_queue();
   test_array_queue_groups();
   test_layouts();
