@@ -24,9 +24,9 @@
 //              make and link chunks at once (storage.h: VL placement);
 //              then they take them all: every entry comes out once, and no
 //              round gets stuck (a stuck put is reported, not waited for);
-//              again with a thread that keeps filling the walk hints with
-//              lies (random chunks named as ones just ahead of the list's
-//              pointers): walks that start there must notice (storage.h Q3)
+//              again with every 16th put and take filling its walk hint
+//              with a lie (a random chunk named as one just ahead of the
+//              list's pointer): walks that start there must notice (Q3)
 //  array queue threads take batches of 1-32 entries from an array queue
 //              (storage.h array_queue, VA) and put them back, so its chunks
 //              fill, drain and are recycled by their counts of takes: no
@@ -326,28 +326,26 @@ void test_list_queues() {
   std::printf("  list queues: %u shallow queues, %" PRIu64 " takes and puts\n", queues, moves.load());
 }
 
-// Overwrites every walk hint of queue `queue` (storage.h list_queue) with
-// a lie: a random chunk, named as one a few ordinals past where the list
-// pointer of its end stands, so walks start there, follow whatever links
-// that chunk has and must notice (Q3).
-void lie_in_hints(const gpualloc::strategies::ouro::heap& h, unsigned queue, std::mt19937_64& rng) {
+// Overwrites this thread's walk hint for one end (0: back, 1: front) of
+// queue `queue` (storage.h list_queue) with a lie: a random chunk, named as
+// one of the `ahead` ordinals past where the list pointer of that end
+// stands (those the walks look for), so its next walk starts there, follows
+// whatever links that chunk has and must notice (Q3).
+void lie_in_hint(const gpualloc::strategies::ouro::heap& h, unsigned queue, unsigned end, unsigned ahead,
+                 std::mt19937_64& rng) {
   namespace ouro = gpualloc::strategies::ouro;
   using gpualloc::detail::device_atomic;
   using list = ouro::list_queue;
   ouro::queue_control& qc = h.queue(queue);
-  std::uint64_t* hints = h.at<std::uint64_t>(h.L.ring[queue]) + list::made_slots;
-  for (unsigned end = 0; end < 2; ++end) {
-    const std::uint64_t at = device_atomic<std::uint64_t>(end == 0 ? qc.list_back : qc.list_front).load(gpualloc::detail::relaxed);
-    for (std::uint64_t i = 0; i < list::hints_per_end; ++i) {
-      const std::uint64_t ordinal = (at >> 32) + 1 + rng() % 32;
-      const std::uint64_t chunk = rng() % (h.L.chunks + 2);  // now and then past the last chunk
-      device_atomic<std::uint64_t>(hints[end * list::hints_per_end + i])
-          .store((ordinal & 0xffffffffu) << 32 | chunk, gpualloc::detail::relaxed);
-    }
-  }
+  const std::uint64_t at = device_atomic<std::uint64_t>(end == 0 ? qc.list_back : qc.list_front).load(gpualloc::detail::relaxed);
+  const std::uint64_t ordinal = (at >> 32) + 1 + rng() % ahead;
+  const std::uint64_t chunk = rng() % (h.L.chunks + 2);  // now and then past the last chunk
+  const std::uint64_t slot = list::made_slots + end * list::hints_per_end + (gpualloc::detail::sm_id() & (list::hints_per_end - 1));
+  device_atomic<std::uint64_t>(h.at<std::uint64_t>(h.L.ring[queue])[slot])
+      .store((ordinal & 0xffffffffu) << 32 | chunk, gpualloc::detail::relaxed);
 }
 
-// lying_hints: one thread keeps overwriting the walk hints while the others put and take.
+// lying_hints: every 16th put or take first fills its thread's walk hint with a lie.
 void test_list_queue_placement(bool lying_hints) {
   namespace ouro = gpualloc::strategies::ouro;
   using gpualloc::strategies::ouroboros_p_vl;
@@ -367,14 +365,18 @@ void test_list_queue_placement(bool lying_hints) {
   std::vector<std::thread> ts;
   for (unsigned t = 0; t < putters; ++t)
     ts.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
       for (unsigned r = 0; r < rounds; ++r) {
         const std::uint64_t first = qc.ends.reserve_back(per_putter);
         sync.arrive_and_wait();  // every first position is reserved: the puts start together
-        for (std::uint64_t i = 0; i < per_putter; ++i)
+        for (std::uint64_t i = 0; i < per_putter; ++i) {
+          if (lying_hints && i % 16 == 0) lie_in_hint(h, queue, 0, putters, rng);
           list::put<entry>(h, queue, first + i, static_cast<entry>(t * per_putter + i));
+        }
         sync.arrive_and_wait();
         const std::uint64_t from = qc.ends.reserve_front(per_putter);
         for (std::uint64_t i = 0; i < per_putter; ++i) {
+          if (lying_hints && i % 16 == 0) lie_in_hint(h, queue, 1, putters, rng);
           const entry e = list::take<entry>(h, queue, from + i);
           if (e >= seen.size() || seen[e].fetch_add(1) != static_cast<int>(r)) wrong.fetch_add(1);
         }
@@ -382,14 +384,6 @@ void test_list_queue_placement(bool lying_hints) {
         sync.arrive_and_wait();
       }
     });
-  std::atomic<bool> finished{false};
-  std::thread liar([&] {
-    std::mt19937_64 rng(7);
-    while (lying_hints && !finished.load()) {
-      lie_in_hints(h, queue, rng);
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-  });
   // A round takes about 0.2 s under ThreadSanitizer here; 10 s without
   // progress is a hang, not a slow machine.
   std::uint64_t last = 0;
@@ -407,8 +401,6 @@ void test_list_queue_placement(bool lying_hints) {
     last = now;
   }
   for (auto& t : ts) t.join();
-  finished = true;
-  liar.join();
   if (wrong) FAIL("%s: %d entries lost, out of range or taken twice", test, wrong.load());
   std::printf("  %s: %u putters x %u rounds of %" PRIu64 " entries\n", test, putters, rounds, per_putter);
 }

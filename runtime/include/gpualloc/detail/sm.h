@@ -1,6 +1,8 @@
 // Which streaming multiprocessor a thread runs on, and how many there are.
 //
-// Strategies that shard their state by SM (cmmalloc, cfmmalloc) read these.
+// Strategies that keep state per SM (cmmalloc and cfmmalloc's shards,
+// gallatin's and sm-slab's per-SM blocks, Ouroboros-VL's walk hints) read
+// these.
 // On the device they are PTX special registers: %smid (the SM running this
 // thread; fixed for a thread's lifetime, though not guaranteed dense) and
 // %nsmid (one more than the largest %smid; may exceed the SM count). On the

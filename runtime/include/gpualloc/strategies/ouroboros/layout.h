@@ -3,7 +3,7 @@
 //   arena: [ controls | free-chunk tree | descriptors | per-chunk arrays | large units | queue rings | chunks ... ]
 //
 //  controls      the pool's counters, then one queue_control per page size
-//                (six cache lines: the hot counters each on its own)
+//                (five cache lines: the hot counters each on its own)
 //  free-chunk    a 64-ary bit tree (detail/bit_tree.h) of the chunks that are
 //  tree          free: single chunks come from its low end, runs (chunks of
 //                three, chunks for large blocks) from its high end
@@ -15,7 +15,8 @@
 //  arrays        (page bit-fields, queue-chunk counters, the drain's lists)
 //  large units   a second bit tree, one bit per KiB of the chunk area, and a
 //                length per KiB (large.h)
-//  queue rings   the static queues' slots (S) or the chunk-pointer arrays (VA)
+//  queue rings   the static queues' slots (S), the chunk-pointer arrays (VA),
+//                or the mailbox of chunks made in advance and the walk hints (VL)
 //  chunks        8 KiB each, addressed by index
 //
 // Everything is a pure function of the arena's size and the variant, computed
@@ -109,7 +110,7 @@ struct layout {
   std::uint64_t content;                   // the queue contents' per-chunk arrays
   std::uint64_t storage;                   // the queue storage's per-chunk arrays
   std::uint64_t large;                     // large blocks: free-unit tree words, then u32 per unit
-  std::uint64_t ring[page_classes];        // static queues: slots; array queues: chunk pointers; linked: walk hints
+  std::uint64_t ring[page_classes];        // static queues: slots; array queues: chunk pointers; linked: mailbox, walk hints
   std::uint64_t ring_mask[page_classes];   // entries in ring[c] - 1 (a power of two minus one)
   std::uint64_t slot_limit[page_classes];  // static queues: slots a queue may ever have reserved
   std::uint64_t chunk_base;                // arena offset of chunk 0

@@ -41,7 +41,7 @@
 // Measured on an H200 (2^20 threads, warm heap): with a mailbox of 8 and one
 // chunk ahead, P-VL's frees of 16 B pages 3.2 -> 1.05 ms, of 64 B 1.1 ->
 // 0.92-1.03 ms; two ahead, C-VL's 16 B allocations 2.4 -> 1.5 ms (a
-// re-enqueue no longer waits for its chunk's link), P-VL's frees 1.15-1.29
+// re-enqueue no longer waits for its chunk's link), P-VL's frees 1.15-1.30
 // ms. ncu then showed the puts' walks spinning on links not yet set (8.7 of
 // 10.3 million walk steps, P-VL's frees of 64 B pages): a burst of 2^20 puts
 // makes 512 chunks at once, so a mailbox of 8 mostly missed and placements
@@ -603,12 +603,14 @@ struct list_queue : takes_by_lane<list_queue>, pool_slots<list_queue> {
     const std::uint64_t hinted = detail::device_atomic<std::uint64_t>(hint(h, c, e)).load(detail::relaxed);
     return hinted != none && links_to(k, hinted) < links_to(k, p) ? hinted : p;
   }
-  // A long walk found chunk x of ordinal k: this SM's hint moves on to it.
+  // A long walk found chunk x of ordinal k: this SM's hint moves on to it,
+  // unless it names k or a later ordinal already (signed: a hint any
+  // distance behind moves on).
   GPUALLOC_HD __attribute__((noinline)) static void remember(heap h, unsigned c, end e, std::uint64_t k,
                                                              std::uint32_t x) {
     auto at = detail::device_atomic<std::uint64_t>(hint(h, c, e));
     const std::uint64_t hinted = at.load(detail::relaxed);
-    if (hinted == none || links_to(k, hinted) - 1 < h.L.chunks) at.store(pointer(k, x), detail::relaxed);
+    if (hinted == none || static_cast<std::int32_t>(links_to(k, hinted)) > 0) at.store(pointer(k, x), detail::relaxed);
   }
 
   // Algorithm 6: chunk x (ordinal k) is done (every put, or every take):
