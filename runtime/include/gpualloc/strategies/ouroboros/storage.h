@@ -46,7 +46,7 @@
 // 10.3 million walk steps, P-VL's frees of 64 B pages): a burst of 2^20 puts
 // makes 512 chunks at once, so a mailbox of 8 mostly missed and placements
 // walked one after the other again. A mailbox of 512 with hints: frees
-// 0.87-0.94 ms at 16 B - 4 KiB (the original code's P-VL: 7.7-9.5 ms, its
+// 0.87-0.94 ms at 16 B - 4 KiB (the original code's P-VL: 7.7-9.9 ms, its
 // P-S and P-VA 0.86-0.94, same H200); a mailbox of 512 alone 1.14-1.18,
 // hints alone 0.97-1.10. A mailbox of 16 that kept each chunk until both its
 // placers had read it (no walks at all) left P-VL's frees at 1.21-1.27 ms
@@ -215,6 +215,16 @@ struct takes_by_lane {
   }
 };
 
+// Sets every entry of the queues' rings (VA and VL: chunk or list pointers,
+// 64-bit) to `value`; grid-stride, at init.
+GPUALLOC_INLINE void fill_pointer_rings(heap h, std::uint64_t value, std::uint64_t thread, std::uint64_t threads) {
+  for (unsigned c = 0; c < page_classes; ++c) {
+    std::uint64_t* ring = h.at<std::uint64_t>(h.L.ring[c]);
+    for (std::uint64_t i = thread; i <= h.L.ring_mask[c]; i += threads)
+      detail::device_atomic<std::uint64_t>(ring[i]).store(value, detail::relaxed);
+  }
+}
+
 // Queue chunks for the virtualised queues.
 struct queue_chunk {
   // Fills a chunk taken for queue c with empty slots and publishes its
@@ -308,11 +318,7 @@ struct array_queue : pool_slots<array_queue> {
 
   template <class Entry>
   GPUALLOC_HD static void init(heap h, std::uint64_t thread, std::uint64_t threads) {
-    for (unsigned c = 0; c < page_classes; ++c) {
-      std::uint64_t* ring = h.at<std::uint64_t>(h.L.ring[c]);
-      for (std::uint64_t i = thread; i <= h.L.ring_mask[c]; i += threads)
-        detail::device_atomic<std::uint64_t>(ring[i]).store(empty, detail::relaxed);
-    }
+    fill_pointer_rings(h, empty, thread, threads);
   }
 
   template <class Entry>
@@ -438,11 +444,7 @@ struct list_queue : takes_by_lane<list_queue>, pool_slots<list_queue> {
 
   template <class Entry>
   GPUALLOC_HD static void init(heap h, std::uint64_t thread, std::uint64_t threads) {
-    for (unsigned c = 0; c < page_classes; ++c) {
-      std::uint64_t* ring = h.at<std::uint64_t>(h.L.ring[c]);
-      for (std::uint64_t i = thread; i <= h.L.ring_mask[c]; i += threads)
-        detail::device_atomic<std::uint64_t>(ring[i]).store(none, detail::relaxed);
-    }
+    fill_pointer_rings(h, none, thread, threads);
   }
 
   template <class Entry>
