@@ -337,10 +337,12 @@ void lie_in_hint(const gpualloc::strategies::ouro::heap& h, unsigned queue, unsi
   using gpualloc::detail::device_atomic;
   using list = ouro::list_queue;
   ouro::queue_control& qc = h.queue(queue);
-  const std::uint64_t at = device_atomic<std::uint64_t>(end == 0 ? qc.list_back : qc.list_front).load(gpualloc::detail::relaxed);
+  std::uint64_t& pointer = end == 0 ? qc.list_back : qc.list_front;
+  const std::uint64_t at = device_atomic<std::uint64_t>(pointer).load(gpualloc::detail::relaxed);
   const std::uint64_t ordinal = (at >> 32) + 1 + rng() % ahead;
   const std::uint64_t chunk = rng() % (h.L.chunks + 2);  // now and then past the last chunk
-  const std::uint64_t slot = list::made_slots + end * list::hints_per_end + (gpualloc::detail::sm_id() & (list::hints_per_end - 1));
+  const std::uint64_t slot =
+      list::made_slots + end * list::hints_per_end + (gpualloc::detail::sm_id() & (list::hints_per_end - 1));
   device_atomic<std::uint64_t>(h.at<std::uint64_t>(h.L.ring[queue])[slot])
       .store((ordinal & 0xffffffffu) << 32 | chunk, gpualloc::detail::relaxed);
 }

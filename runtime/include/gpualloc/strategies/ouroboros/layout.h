@@ -110,7 +110,7 @@ struct layout {
   std::uint64_t content;                   // the queue contents' per-chunk arrays
   std::uint64_t storage;                   // the queue storage's per-chunk arrays
   std::uint64_t large;                     // large blocks: free-unit tree words, then u32 per unit
-  std::uint64_t ring[page_classes];        // static queues: slots; array queues: chunk pointers; linked: mailbox, walk hints
+  std::uint64_t ring[page_classes];        // S: slots; VA: chunk pointers; VL: mailbox, walk hints
   std::uint64_t ring_mask[page_classes];   // entries in ring[c] - 1 (a power of two minus one)
   std::uint64_t slot_limit[page_classes];  // static queues: slots a queue may ever have reserved
   std::uint64_t chunk_base;                // arena offset of chunk 0
