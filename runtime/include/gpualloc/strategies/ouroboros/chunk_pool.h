@@ -11,8 +11,8 @@
 //
 // A chunk for pages (one base chunk, or a run of three), or a run for large
 // blocks, is first reserved out of `available` (a failed reservation is the
-// fast "out of memory"), then taken out of the tree: single chunks from the
-// low end, runs from the high end, so that small and large allocations fill
+// fast "out of memory"), then taken out of the tree: single chunks at or
+// near the low end, runs from the high end, so that small and large allocations fill
 // the heap from opposite sides. A queue chunk is taken out of the tree only:
 // its reservation is its queue's. Giving back is the reverse. Counting in
 // shares lets a queue reserve its slots with the same fetch-add as the
@@ -38,6 +38,7 @@
 #include "gpualloc/detail/atomic.h"
 #include "gpualloc/detail/backoff.h"
 #include "gpualloc/detail/random.h"
+#include "gpualloc/detail/sm.h"
 #include "gpualloc/strategies/ouroboros/layout.h"
 
 namespace gpualloc::strategies::ouro {
@@ -59,7 +60,7 @@ struct chunk_pool {
 
   // A reserved single chunk, or no_chunk (then the reservation is given back).
   GPUALLOC_HD static std::uint32_t take_reserved(heap h) {
-    const std::uint64_t x = take_low(h);
+    const std::uint64_t x = take_low(h, true);
     if (x != detail::bit_tree::none) return static_cast<std::uint32_t>(x);
     unreserve(h, 1);
     return no_chunk;
@@ -77,7 +78,7 @@ struct chunk_pool {
   GPUALLOC_HD static std::uint32_t take_for_queue(heap h) {
     detail::backoff b;
     for (;;) {
-      const std::uint64_t x = take_low(h);
+      const std::uint64_t x = take_low(h, false);
       if (x != detail::bit_tree::none) return static_cast<std::uint32_t>(x);
       b.pause();
     }
@@ -117,14 +118,40 @@ struct chunk_pool {
   }
 
  private:
-  // A chunk out of the tree, or none: from the lowest leaf word that has
-  // one, a random one of its chunks. When thousands of refills (or of a
-  // free burst's queue chunks) claim at once, claim_first sends all of them
-  // to the same lowest chunk, one winner per round: P-VA's frees of 2^20
-  // pages waited 68 % of their samples for queue chunks so taken (ncu,
-  // H200), 0.51 ms; with queue chunks taken as here, 0.17 ms.
-  GPUALLOC_HD static std::uint64_t take_low(heap h) {
-    return h.free_chunks().claim_aligned_from(0, 0, detail::walk_random::seeded().next());
+  // A chunk out of the tree, or none: a random one of the chunks of a leaf
+  // word at or near the low end. When thousands of refills (or of a free
+  // burst's queue chunks) claim at once, claim_first sends all of them to
+  // the same lowest chunk, one winner per round: P-VA's frees of 2^20 pages
+  // waited 68 % of their samples for queue chunks so taken (ncu, H200),
+  // 0.51 ms; with a random chunk of the lowest word, 0.17 ms. Even so, all
+  // claimers on one word took turns on it: 2^20 requests for 4 KiB pages
+  // (Ouroboros-C-S, H200) made 4.8 million fetch-ands there for 0.5 million
+  // chunks, 23.7 ms. So the search for a chunk for pages starts at one of
+  // the spread + 1 words from the lowest that has one, chosen by the SM
+  // (8.2 ms): spread
+  // is at most the SM count and an eighth of the words in use, so that it
+  // adds at most an eighth to the heap's address range (the paper's
+  // fragmentation test) and none while little of the heap is in use.
+  // (Spreading only while many claim at once needs a count of them: the
+  // semaphores' expected bulks overstate it, as every waiter adds to them
+  // for a moment, and a counter of its own is one more contended atomic.)
+  // Queue chunks come from the lowest word.
+  GPUALLOC_HD static std::uint64_t take_low(heap h, bool spread_out) {
+    const detail::bit_tree tree = h.free_chunks();
+    std::uint64_t spread = 0;
+    if (spread_out) {
+      const std::uint64_t free = static_cast<std::uint64_t>(
+          detail::device_atomic<std::int64_t>(h.pool().available).load(detail::relaxed)) >> share_shift;
+      const std::uint64_t used = h.L.chunks > free ? h.L.chunks - free : 0, sms = detail::sm_count();
+      spread = used / (8 * 64) < sms ? used / (8 * 64) : sms;
+    }
+    std::uint32_t start = 0;
+    if (spread != 0) {
+      const std::uint32_t low = tree.next(0);
+      if (low == detail::bit_tree::none) return low;
+      start = (low / 64 + static_cast<std::uint32_t>(detail::sm_id() % (spread + 1))) * 64;
+    }
+    return tree.claim_aligned_from(start, 0, detail::walk_random::seeded().next());
   }
 };
 
