@@ -15,6 +15,15 @@
 // clears the claimed pages' bits word by word (one fetch-and for up to 64
 // pages) and hands each batch to the lanes by rank; it takes more chunks
 // until the group has its n pages.
+// Before it takes a chunk off the queue, the leader tries the chunk its SM
+// last put back there with pages left (one per SM and size, kept beside the
+// chunks' state): it
+// subtracts from that chunk's count in place, as the paper's walkers do on
+// the chunks they pass, and the entry stays where it is. Without it the
+// groups of a size took turns on the few chunks in its queue: with 2^20
+// lanes asking for sizes of 16 B-4 KiB (15 page sizes, groups of 3-4
+// lanes), ncu (H200) found the leaders spinning for a queue entry
+// 3.9 million times in a launch.
 // free: every lane sets its page's bit; the leader of the lanes freeing on
 // one chunk adds their number to its count and signals the semaphore.
 // The free that makes a chunk wholly free gives it back to the pool
@@ -62,11 +71,26 @@
 //     current entry; a chunk given back while queued leaves its slot to its
 //     stale entry, whose holder releases it. So a queue never holds more
 //     entries than it reserved slots (at most two per chunk).
+//  C6 An SM's chunk is a hint, trusted for nothing: it owns no entry and
+//     sets no bit. Its users are holders as in C3 (tag, size and live
+//     checked against the subtraction's result; what they do not use is
+//     added back as in C2), so a hint to a chunk that emptied, was given
+//     back or serves another size only costs an add and a subtraction.
+//  C7 A transient subtraction (a stale holder's, a hint user's) can make
+//     the free that completes a chunk's count miss giving it back (C4). So
+//     an add-back that makes a live chunk's count whole gives it back as
+//     that free would have (semaphore reduced first, at the lower fill
+//     level), else a wholly free chunk would wait in its queue until its
+//     size is asked for again, out of reach of every other size.
 //
 // Memory ordering: a page's bytes travel with its bit (release on set,
 // acquire on claim); the leader's claim is followed by group.sync() before
-// the lanes use their pages. State-word changes are acq_rel; an entry's put
-// (release) and take (acquire) order a chunk's carve before its holders.
+// the lanes use their pages. State-word changes are acq_rel, except a
+// claim's subtraction (acquire: it reads the carve or the frees before it)
+// and a holder's give-back of what it did not use (relaxed: it still holds
+// the chunk, C1). An entry's put (release) and take (acquire) order a
+// chunk's carve before its holders. The SM hints are relaxed: nothing is
+// trusted before the state word's read-modify-write has checked it (C6).
 #pragma once
 
 #include <cstdint>
@@ -89,9 +113,16 @@ struct chunk_queues {
   static constexpr unsigned bit_words = 1u << (page_index_bits - 6);  // 8 words: 512 pages
   // Per chunk: the state word, the bit-field.
   static constexpr std::uint64_t per_chunk_bytes = sizeof(std::uint64_t) * (1 + bit_words);
+  // Besides: per SM (modulo sm_slots), the entry of the chunk it last put
+  // back in each size's queue with pages left, one cache line per SM (C6;
+  // 128 bytes more to align them).
+  static constexpr std::uint64_t sm_slots = 256, entries_per_sm = 16;
+  static_assert(page_classes <= entries_per_sm && entries_per_sm * sizeof(entry) == 128);
+  static constexpr std::uint64_t fixed_bytes = 128 + sm_slots * entries_per_sm * sizeof(entry);
 
   GPUALLOC_HD static void init(heap h, std::uint64_t thread, std::uint64_t threads) {
     for (std::uint64_t x = thread; x < h.L.chunks; x += threads) state_word(h, x) = 0;
+    for (std::uint64_t i = thread; i < sm_slots * entries_per_sm; i += threads) sm_chunks(h)[i] = no_entry;
   }
 
   // Lanes of `g` (same size c) each get a page, or NULL when the heap is out of memory.
@@ -145,6 +176,7 @@ struct chunk_queues {
   static constexpr std::uint64_t one_page = std::uint64_t{1} << 32;
   static constexpr std::uint64_t queued = 1u << 7, live = 1u << 6, size_mask = 15;
   static constexpr std::uint32_t tag_mask = (1u << 24) - 1;
+  static constexpr entry no_entry = ~entry{0};
 
   struct holding {
     std::uint32_t x;     // the chunk the leader claimed pages on
@@ -159,12 +191,22 @@ struct chunk_queues {
   GPUALLOC_HD static detail::bit_field bits_of(heap h, std::uint32_t x) {
     return {h.at<std::uint64_t>(h.L.content + sizeof(std::uint64_t) * h.L.chunks) + std::uint64_t{x} * bit_words};
   }
+  GPUALLOC_HD static entry* sm_chunks(heap h) {
+    return h.at<entry>(align_up(h.L.content + per_chunk_bytes * h.L.chunks, 128));
+  }
+  GPUALLOC_HD static detail::device_atomic<entry> sm_chunk(heap h, unsigned c) {
+    return detail::device_atomic<entry>(sm_chunks(h)[(detail::sm_id() % sm_slots) * entries_per_sm + c]);
+  }
   GPUALLOC_HD static unsigned words_for(unsigned c) { return (pages_per_chunk(c) + 63) / 64; }
 
   GPUALLOC_HD static std::int64_t count(std::uint64_t v) { return static_cast<std::int32_t>(v >> 32); }
   GPUALLOC_HD static std::uint32_t tag(std::uint64_t v) { return static_cast<std::uint32_t>(v >> 8) & tag_mask; }
   GPUALLOC_HD static bool matches(std::uint64_t v, std::uint32_t t, unsigned c) {
     return (v & live) != 0 && tag(v) == t && (v & size_mask) == c;
+  }
+  // What a subtraction of `want` from a count of `have` got.
+  GPUALLOC_HD static std::uint64_t claimable(std::int64_t have, std::uint64_t want) {
+    return have <= 0 ? 0 : static_cast<std::uint64_t>(have) < want ? static_cast<std::uint64_t>(have) : want;
   }
   GPUALLOC_HD static entry make_entry(std::uint32_t t, std::uint32_t x) { return std::uint64_t{t} << 32 | x; }
 
@@ -220,8 +262,25 @@ struct chunk_queues {
     }
   }
 
-  // Takes chunks off the front until one yields pages (at most `want`, at least one).
+  // Pages (at most `want`) from this SM's chunk without taking its entry
+  // (C6), or none.
+  GPUALLOC_HD static holding claim_in_place(heap h, unsigned c, std::uint64_t want) {
+    auto hint = sm_chunk(h, c);
+    entry e = hint.load(detail::relaxed);
+    if (e == no_entry) return {no_chunk, 0, 0};
+    const auto x = static_cast<std::uint32_t>(e);
+    const std::uint64_t old = state(h, x).fetch_sub(want * one_page, detail::acquire);
+    const std::int64_t have = matches(old, static_cast<std::uint32_t>(e >> 32), c) ? count(old) : 0;
+    const std::uint64_t got = claimable(have, want);
+    if (got < want) added_back(h, x, state(h, x).fetch_add((want - got) * one_page, detail::acq_rel), want - got);
+    if (have <= static_cast<std::int64_t>(want)) hint.compare_exchange_strong(e, no_entry, detail::relaxed);
+    return {x, static_cast<std::uint32_t>(got), 0};
+  }
+
+  // Pages (at most `want`, at least one): from this SM's chunk, else from
+  // chunks taken off the front until one yields some.
   GPUALLOC_HD __attribute__((noinline)) static holding claim_chunk(heap h, unsigned c, std::uint64_t want) {
+    if (const holding mine = claim_in_place(h, c, want); mine.left != 0) return mine;
     queue_control& q = h.queue(c);
     for (detail::backoff b;;) {
       if (!q.fill.try_take(1)) {
@@ -233,18 +292,17 @@ struct chunk_queues {
       const auto t = static_cast<std::uint32_t>(e >> 32);
       const std::uint64_t old = state(h, x).fetch_sub(want * one_page, detail::acquire);
       if (!matches(old, t, c)) {  // C3: stale
-        added(h, x, state(h, x).fetch_add(want * one_page, detail::acq_rel), want);
+        added_back(h, x, state(h, x).fetch_add(want * one_page, detail::acq_rel), want);
         Storage::template release_slots<entry>(h, c, 1);
         continue;
       }
       const std::int64_t have = count(old);
-      const std::uint64_t got = have <= 0                                 ? 0
-                                : static_cast<std::uint64_t>(have) < want ? static_cast<std::uint64_t>(have)
-                                                                          : want;
+      const std::uint64_t got = claimable(have, want);
       if (got < want) state(h, x).fetch_add((want - got) * one_page, detail::relaxed);
-      if (have > static_cast<std::int64_t>(want))
+      if (have > static_cast<std::int64_t>(want)) {
         enqueue(h, c, e);  // RE_ENQUEUE
-      else
+        sm_chunk(h, c).store(e, detail::relaxed);
+      } else
         unqueue(h, c, x, t);  // DEQUEUE
       if (got != 0) return {x, static_cast<std::uint32_t>(got), 0};
     }
@@ -274,22 +332,39 @@ struct chunk_queues {
       requeue(h, static_cast<unsigned>(now & size_mask), x, tag(now));
   }
 
+  // C7: a transient subtraction of n pages given back, the add returned `old`.
+  GPUALLOC_HD static void added_back(heap h, std::uint32_t x, std::uint64_t old, std::uint64_t n) {
+    const std::uint64_t now = old + n * one_page;
+    const auto c = static_cast<unsigned>(now & size_mask);
+    if ((now & live) != 0 && count(now) == pages_per_chunk(c) && retire(h, c, x, tag(now), pages_per_chunk(c))) return;
+    added(h, x, old, n);
+  }
+
   // A free that made the chunk wholly free, or found it unqueued.
   GPUALLOC_HD __attribute__((noinline)) static void freed_rare(heap h, unsigned c, std::uint32_t x, std::uint64_t n,
                                                                std::uint64_t old) {
-    queue_control& q = h.queue(c);
     const std::uint32_t pages = pages_per_chunk(c);
-    if ((old & live) != 0 && count(old) + static_cast<std::int64_t>(n) == pages && q.sem.try_reduce(pages - n, pages)) {
-      const std::uint64_t left = give_back(h, c, x, tag(old));
-      if (left != ~std::uint64_t{0}) {
-        // C5: the chunk's queue slot goes back with it, unless a stale entry holds it.
-        Storage::template give_pages<entry>(h, c, x, (left & queued) == 0 ? 1 : 0);
-        return;
-      }
-      q.sem.signal(pages - n);
-    }
+    if ((old & live) != 0 && count(old) + static_cast<std::int64_t>(n) == pages && retire(h, c, x, tag(old), pages - n))
+      return;
     added(h, x, old, n);
-    q.sem.signal(n);
+    h.queue(c).sem.signal(n);
+  }
+
+  // C4 for a chunk whose count was found whole: its `counted` pages (those
+  // the semaphore holds) taken off the semaphore, unless that leaves less
+  // than a chunk's worth (the paper's lower fill level), then the chunk
+  // given back; false, and the semaphore as it was, when either fails.
+  GPUALLOC_HD static bool retire(heap h, unsigned c, std::uint32_t x, std::uint32_t t, std::uint64_t counted) {
+    queue_control& q = h.queue(c);
+    if (!q.sem.try_reduce(counted, pages_per_chunk(c))) return false;
+    const std::uint64_t left = give_back(h, c, x, t);
+    if (left == ~std::uint64_t{0}) {
+      q.sem.signal(counted);
+      return false;
+    }
+    // C5: the chunk's queue slot goes back with it, unless a stale entry holds it.
+    Storage::template give_pages<entry>(h, c, x, (left & queued) == 0 ? 1 : 0);
+    return true;
   }
 
   // C4: the state word as it was when the chunk was taken out of use, or all ones.

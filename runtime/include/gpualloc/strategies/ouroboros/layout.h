@@ -5,14 +5,16 @@
 //  controls      the pool's counters, then one queue_control per page size
 //                (five cache lines: the hot counters each on its own)
 //  free-chunk    a 64-ary bit tree (detail/bit_tree.h) of the chunks that are
-//  tree          free: single chunks come from its low end, runs (chunks of
-//                three, chunks for large blocks) from its high end
+//  tree          free: single chunks come from at or near its low end,
+//                runs (chunks of three, chunks for large blocks) from its high end
 //  descriptors   one word per chunk: what the chunk is now (free, pages of a
 //                size, a queue chunk, large blocks' units); kept outside the
 //                chunks, so chunks hold nothing but user data or queue slots
 //                and a run of chunks is one contiguous space
 //  per-chunk     what the queue contents and the queue storage keep per chunk
-//  arrays        (page bit-fields, queue-chunk counters, the drain's lists)
+//  arrays        (page bit-fields, queue-chunk counters, the drain's lists),
+//                and after the contents' arrays what they keep besides (the
+//                C variants' per-SM chunk hints)
 //  large units   a second bit tree, one bit per KiB of the chunk area, and a
 //                length per KiB (large.h)
 //  queue rings   the static queues' slots (S), the chunk-pointer arrays (VA),

@@ -130,7 +130,7 @@ struct ouroboros {
     L.desc = ouro::align_up(end, 128);
     end = L.desc + std::uint64_t{chunks} * sizeof(std::uint64_t);
     L.content = ouro::align_up(end, 128);
-    end = L.content + std::uint64_t{chunks} * content::per_chunk_bytes;
+    end = L.content + std::uint64_t{chunks} * content::per_chunk_bytes + content::fixed_bytes;
     L.storage = ouro::align_up(end, 128);
     end = L.storage + std::uint64_t{chunks} * Storage::per_chunk_bytes;
     L.large = ouro::align_up(end, 128);

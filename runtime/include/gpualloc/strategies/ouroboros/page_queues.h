@@ -58,6 +58,7 @@ struct page_queues {
   }
   // The drain's per-chunk arrays: pages drained, list head, next chunk on the drained list.
   static constexpr std::uint64_t per_chunk_bytes = 3 * sizeof(std::uint32_t);
+  static constexpr std::uint64_t fixed_bytes = 0;  // nothing besides
 
   GPUALLOC_HD static void init(heap h, std::uint64_t thread, std::uint64_t threads) {
     for (std::uint64_t x = thread; x < h.L.chunks; x += threads) drained_pages(h)[x] = 0;
