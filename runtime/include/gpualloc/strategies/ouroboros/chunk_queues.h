@@ -77,11 +77,14 @@
 //     added back as in C2), so a hint to a chunk that emptied, was given
 //     back or serves another size only costs an add and a subtraction.
 //  C7 A transient subtraction (a stale holder's, a hint user's) can make
-//     the free that completes a chunk's count miss giving it back (C4). So
-//     an add-back that makes a live chunk's count whole gives it back as
-//     that free would have (semaphore reduced first, at the lower fill
-//     level), else a wholly free chunk would wait in its queue until its
-//     size is asked for again, out of reach of every other size.
+//     the free that completes a chunk's count miss giving it back (C4).
+//     A hint user whose add-back makes the count of the hint's chunk whole,
+//     in the life the hint named (its tag), gives it back as that free
+//     would have (semaphore reduced first, at the lower fill level). A
+//     stale holder does not: its chunk is in a later life, whole most
+//     likely because it was just carved, and giving it back would undo a
+//     refill. So after a stale holder's subtraction a wholly free chunk
+//     can wait in its queue until its size is asked for again.
 //
 // Memory ordering: a page's bytes travel with its bit (release on set,
 // acquire on claim); the leader's claim is followed by group.sync() before
@@ -269,10 +272,11 @@ struct chunk_queues {
     entry e = hint.load(detail::relaxed);
     if (e == no_entry) return {no_chunk, 0, 0};
     const auto x = static_cast<std::uint32_t>(e);
+    const auto t = static_cast<std::uint32_t>(e >> 32);
     const std::uint64_t old = state(h, x).fetch_sub(want * one_page, detail::acquire);
-    const std::int64_t have = matches(old, static_cast<std::uint32_t>(e >> 32), c) ? count(old) : 0;
+    const std::int64_t have = matches(old, t, c) ? count(old) : 0;
     const std::uint64_t got = claimable(have, want);
-    if (got < want) added_back(h, x, state(h, x).fetch_add((want - got) * one_page, detail::acq_rel), want - got);
+    if (got < want) added_back(h, c, x, t, state(h, x).fetch_add((want - got) * one_page, detail::acq_rel), want - got);
     if (have <= static_cast<std::int64_t>(want)) hint.compare_exchange_strong(e, no_entry, detail::relaxed);
     return {x, static_cast<std::uint32_t>(got), 0};
   }
@@ -292,7 +296,7 @@ struct chunk_queues {
       const auto t = static_cast<std::uint32_t>(e >> 32);
       const std::uint64_t old = state(h, x).fetch_sub(want * one_page, detail::acquire);
       if (!matches(old, t, c)) {  // C3: stale
-        added_back(h, x, state(h, x).fetch_add(want * one_page, detail::acq_rel), want);
+        added(h, x, state(h, x).fetch_add(want * one_page, detail::acq_rel), want);
         Storage::template release_slots<entry>(h, c, 1);
         continue;
       }
@@ -332,11 +336,12 @@ struct chunk_queues {
       requeue(h, static_cast<unsigned>(now & size_mask), x, tag(now));
   }
 
-  // C7: a transient subtraction of n pages given back, the add returned `old`.
-  GPUALLOC_HD static void added_back(heap h, std::uint32_t x, std::uint64_t old, std::uint64_t n) {
+  // C7: a hint user gives back n pages it subtracted from chunk x (size c,
+  // tag t when the hint was set); the add returned `old`.
+  GPUALLOC_HD static void added_back(heap h, unsigned c, std::uint32_t x, std::uint32_t t, std::uint64_t old,
+                                     std::uint64_t n) {
     const std::uint64_t now = old + n * one_page;
-    const auto c = static_cast<unsigned>(now & size_mask);
-    if ((now & live) != 0 && count(now) == pages_per_chunk(c) && retire(h, c, x, tag(now), pages_per_chunk(c))) return;
+    if (matches(now, t, c) && count(now) == pages_per_chunk(c) && retire(h, c, x, t, pages_per_chunk(c))) return;
     added(h, x, old, n);
   }
 
