@@ -17,13 +17,12 @@
 // until the group has its n pages.
 // Before it takes a chunk off the queue, the leader tries the chunk its SM
 // last put back there with pages left (one per SM and size, kept beside the
-// chunks' state): it
-// subtracts from that chunk's count in place, as the paper's walkers do on
-// the chunks they pass, and the entry stays where it is. Without it the
-// groups of a size took turns on the few chunks in its queue: with 2^20
-// lanes asking for sizes of 16 B-4 KiB (15 page sizes, groups of 3-4
-// lanes), ncu (H200) found the leaders spinning for a queue entry
-// 3.9 million times in a launch.
+// chunks' state): it subtracts from that chunk's count in place, as the
+// paper's walkers do on the chunks they pass, and the entry stays where it
+// is. Without it the groups of a size took turns on the few chunks in its
+// queue: with 2^20 lanes asking for 16 B-4 KiB (9 page sizes, groups of
+// 3-4 lanes), ncu (H200) found the leaders spinning for a queue entry 3.9
+// million times in a launch.
 // free: every lane sets its page's bit; the leader of the lanes freeing on
 // one chunk adds their number to its count and signals the semaphore.
 // The free that makes a chunk wholly free gives it back to the pool
