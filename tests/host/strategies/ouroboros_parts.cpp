@@ -27,6 +27,14 @@
 //              again with every 16th put and take filling its walk hint
 //              with a lie (a random chunk named as one just ahead of the
 //              list's pointer): walks that start there must notice (Q3)
+//  chunk hints the C variants' per-SM chunk hints (chunk_queues.h, C6):
+//              threads allocate 16 B-4 KiB, mark every 16-byte granule of a
+//              block as theirs, free at random; every 8th request first
+//              fills its SM's hint for a random size with a lie (a random
+//              chunk under its current tag, or a random tag): no granule is
+//              handed out twice, and once everything is freed one thread
+//              gets 90 % of the arena again in 8 KiB blocks (a run stuck
+//              for 300 s is reported and ends the program)
 //  array queue threads take batches of 1-32 entries from an array queue
 //              (storage.h array_queue, VA) and put them back, so its chunks
 //              fill, drain and are recycled by their counts of takes: no
@@ -446,6 +454,83 @@ struct filled_array_queue {
 
 // storage.h's array queue: takes counted on their chunks, chunks recycled
 // once all of their takes are counted.
+// Fills this thread's hint for size c with a lie: a random chunk under its
+// current tag (a hint to a chunk of another size, a free one, or a true
+// one), or under a random tag. The slot formula repeats chunk_queues.h's
+// (sm_chunks, sm_chunk: private).
+template <class S>
+void lie_in_chunk_hint(const gpualloc::strategies::ouro::heap& h, unsigned c, std::mt19937& rng) {
+  using cq = typename S::content;
+  const std::uint64_t hints = gpualloc::strategies::ouro::align_up(h.L.content + cq::per_chunk_bytes * h.L.chunks, 128);
+  std::uint64_t& slot =
+      h.at<std::uint64_t>(hints)[(gpualloc::detail::sm_id() % cq::sm_slots) * cq::entries_per_sm + c];
+  const std::uint32_t x = rng() % h.L.chunks;
+  using gpualloc::detail::device_atomic, gpualloc::detail::relaxed;
+  const std::uint64_t state = device_atomic<std::uint64_t>(h.at<std::uint64_t>(h.L.content)[x]).load(relaxed);
+  const std::uint64_t tag = rng() % 2 ? (state >> 8 & 0xffffff) : rng() % 0x1000000;
+  device_atomic<std::uint64_t>(slot).store(tag << 32 | x, relaxed);
+}
+
+template <class S>
+void test_chunk_hints(gpualloc::strategy_id id, const char* name) {
+  namespace ouro = gpualloc::strategies::ouro;
+  const utilisation::heap H(id, 16ull << 20);
+  const ouro::heap h = view_of<S>(H);
+  const std::byte* base = h.chunk(0);
+  std::vector<std::atomic<int>> owner(std::uint64_t{h.L.chunks} * ouro::chunk_bytes / 16);
+  std::atomic<int> twice{0}, corrupt{0};
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {  // a claim that trusted a lie may wait forever for its pages
+    for (int tenths = 0; tenths < 3000 && !done.load(); ++tenths)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (done.load()) return;
+    std::fprintf(stderr, "FAILED: chunk hints (%s): stuck for 300 s\n", name);
+    std::_Exit(1);
+  });
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      std::mt19937 rng(100 + t);
+      std::vector<std::pair<std::byte*, std::uint64_t>> held;
+      auto release = [&](std::size_t i) {
+        auto [p, bytes] = held[i];
+        const std::uint64_t first = static_cast<std::uint64_t>(p - base) / 16;
+        for (std::uint64_t g = first; g < first + bytes / 16; ++g)
+          if (owner[g].exchange(0, std::memory_order_relaxed) != t + 1) corrupt.fetch_add(1);
+        gpualloc::heap_free(H.get(), p);
+        held[i] = held.back();
+        held.pop_back();
+      };
+      for (int i = 0; i < 4000; ++i) {
+        const std::uint64_t bytes = std::uint64_t{16} << rng() % 9;
+        if (i % 8 == 0) lie_in_chunk_hint<S>(h, ouro::class_of(bytes), rng);
+        auto* p = static_cast<std::byte*>(gpualloc::heap_malloc(H.get(), bytes));
+        if (p != nullptr) {
+          const std::uint64_t first = static_cast<std::uint64_t>(p - base) / 16;
+          for (std::uint64_t g = first; g < first + bytes / 16; ++g) {
+            int free_granule = 0;
+            if (!owner[g].compare_exchange_strong(free_granule, t + 1, std::memory_order_relaxed)) twice.fetch_add(1);
+          }
+          held.emplace_back(p, bytes);
+        }
+        if (held.size() > 48 || (!held.empty() && rng() % 2)) release(rng() % held.size());
+      }
+      while (!held.empty()) release(held.size() - 1);
+    });
+  for (auto& t : ts) t.join();
+  done.store(true);
+  watchdog.join();
+  std::uint64_t again = 0;
+  while (gpualloc::heap_malloc(H.get(), ouro::chunk_bytes) != nullptr) ++again;
+  const double share = 100.0 * again * ouro::chunk_bytes / H.arena();
+  if (twice.load() != 0 || corrupt.load() != 0)
+    FAIL("chunk hints (%s): %d granules handed out twice, %d found taken by another owner", name, twice.load(),
+         corrupt.load());
+  if (share < 90)
+    FAIL("chunk hints (%s): after everything was freed, 8 KiB blocks fill %.1f%% of the arena", name, share);
+  std::printf("  chunk hints, lying (%s): 8 threads x 4,000 requests; then 8 KiB blocks fill %.1f%%\n", name, share);
+}
+
 void test_array_queue() {
   namespace ouro = gpualloc::strategies::ouro;
   filled_array_queue Q("array queue");
@@ -649,6 +734,9 @@ int main(int argc, char** argv) {
   test_list_queues();
   test_list_queue_placement(false);
   test_list_queue_placement(true);
+  test_chunk_hints<gpualloc::strategies::ouroboros_c_s>(gpualloc::strategy_id::ouroboros_c_s, "c-s");
+  test_chunk_hints<gpualloc::strategies::ouroboros_c_va>(gpualloc::strategy_id::ouroboros_c_va, "c-va");
+  test_chunk_hints<gpualloc::strategies::ouroboros_c_vl>(gpualloc::strategy_id::ouroboros_c_vl, "c-vl");
   test_array_queue();
   test_array_queue_groups();
   test_layouts();
