@@ -452,8 +452,6 @@ struct filled_array_queue {
   static constexpr unsigned most_queue_chunks = 4;
 };
 
-// storage.h's array queue: takes counted on their chunks, chunks recycled
-// once all of their takes are counted.
 // Fills this thread's hint for size c with a lie: a random chunk under its
 // current tag (a hint to a chunk of another size, a free one, or a true
 // one), or under a random tag. The slot formula repeats chunk_queues.h's
@@ -531,6 +529,8 @@ void test_chunk_hints(gpualloc::strategy_id id, const char* name) {
   std::printf("  chunk hints, lying (%s): 8 threads x 4,000 requests; then 8 KiB blocks fill %.1f%%\n", name, share);
 }
 
+// storage.h's array queue: takes counted on their chunks, chunks recycled
+// once all of their takes are counted.
 void test_array_queue() {
   namespace ouro = gpualloc::strategies::ouro;
   filled_array_queue Q("array queue");

@@ -1,8 +1,8 @@
 // Which streaming multiprocessor a thread runs on, and how many there are.
 //
 // Strategies that keep state per SM (cmmalloc and cfmmalloc's shards,
-// gallatin's and sm-slab's per-SM blocks, Ouroboros-VL's walk hints) read
-// these.
+// gallatin's and sm-slab's per-SM blocks, Ouroboros-VL's walk hints, the
+// Ouroboros C variants' chunk hints and its chunk pool's spread) read these.
 // On the device they are PTX special registers: %smid (the SM running this
 // thread; fixed for a thread's lifetime, though not guaranteed dense) and
 // %nsmid (one more than the largest %smid; may exceed the SM count). On the

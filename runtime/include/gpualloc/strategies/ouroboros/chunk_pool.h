@@ -12,8 +12,8 @@
 // A chunk for pages (one base chunk, or a run of three), or a run for large
 // blocks, is first reserved out of `available` (a failed reservation is the
 // fast "out of memory"), then taken out of the tree: single chunks at or
-// near the low end, runs from the high end, so that small and large allocations fill
-// the heap from opposite sides. A queue chunk is taken out of the tree only:
+// near the low end, runs from the high end, so that small and large
+// allocations fill the heap from opposite sides. A queue chunk is taken out of the tree only:
 // its reservation is its queue's. Giving back is the reverse. Counting in
 // shares lets a queue reserve its slots with the same fetch-add as the
 // chunk they are for; counted in whole chunks, each queue needed a counter
@@ -128,10 +128,9 @@ struct chunk_pool {
   // (Ouroboros-C-S, H200) made 4.8 million fetch-ands there for 0.5 million
   // chunks, 23.7 ms. So the search for a chunk for pages starts at one of
   // the spread + 1 words from the lowest that has one, chosen by the SM
-  // (8.2 ms): spread
-  // is at most the SM count and an eighth of the words in use, so that it
-  // adds at most an eighth to the heap's address range (the paper's
-  // fragmentation test) and none while little of the heap is in use.
+  // (8.2 ms): spread is at most the SM count and an eighth of the words in
+  // use, so that it adds at most an eighth to the heap's address range (the
+  // paper's fragmentation test) and none while little of the heap is in use.
   // (Spreading only while many claim at once needs a count of them: the
   // semaphores' expected bulks overstate it, as every waiter adds to them
   // for a moment, and a counter of its own is one more contended atomic.)
@@ -142,8 +141,9 @@ struct chunk_pool {
     if (spread_out) {
       const std::uint64_t free = static_cast<std::uint64_t>(
           detail::device_atomic<std::int64_t>(h.pool().available).load(detail::relaxed)) >> share_shift;
-      const std::uint64_t used = h.L.chunks > free ? h.L.chunks - free : 0, sms = detail::sm_count();
-      spread = used / (8 * 64) < sms ? used / (8 * 64) : sms;
+      const std::uint64_t used = h.L.chunks > free ? h.L.chunks - free : 0;
+      const std::uint64_t eighth_in_words = used / (8 * 64), sms = detail::sm_count();
+      spread = eighth_in_words < sms ? eighth_in_words : sms;
     }
     std::uint32_t start = 0;
     if (spread != 0) {

@@ -74,7 +74,10 @@
 //     sets no bit. Its users are holders as in C3 (tag, size and live
 //     checked against the subtraction's result; what they do not use is
 //     added back as in C2), so a hint to a chunk that emptied, was given
-//     back or serves another size only costs an add and a subtraction.
+//     back or serves another size costs an add and a subtraction, and for
+//     that moment others see the chunk's count low (a holder may DEQUEUE
+//     it early: the add-back requeues it, C2; a free may miss giving it
+//     back: C7).
 //  C7 A transient subtraction (a stale holder's, a hint user's) can make
 //     the free that completes a chunk's count miss giving it back (C4).
 //     A hint user whose add-back makes the count of the hint's chunk whole,
