@@ -15,14 +15,16 @@
 // clears the claimed pages' bits word by word (one fetch-and for up to 64
 // pages) and hands each batch to the lanes by rank; it takes more chunks
 // until the group has its n pages.
-// Before it takes a chunk off the queue, the leader tries the chunk its SM
-// last put back there with pages left (one per SM and size, kept beside the
-// chunks' state): it subtracts from that chunk's count in place, as the
+// Before it takes a chunk off the queue, and again each time it finds the
+// queue empty while it waits for an entry, the leader tries the chunk its
+// SM last put back there with pages left (one per SM and size, kept beside
+// the chunks' state): it subtracts from that chunk's count in place, as the
 // paper's walkers do on the chunks they pass, and the entry stays where it
 // is. Without it the groups of a size took turns on the few chunks in its
 // queue: with 2^20 lanes asking for 16 B-4 KiB (9 page sizes, groups of
 // 3-4 lanes), ncu (H200) found the leaders spinning for a queue entry 3.9
-// million times in a launch.
+// million times in a launch. Trying the hint only before the wait, C-S took
+// 7.2 ms for that test; trying it during the wait too, 4.8 ms.
 // free: every lane sets its page's bit; the leader of the lanes freeing on
 // one chunk adds their number to its count and signals the semaphore.
 // The free that makes a chunk wholly free gives it back to the pool
@@ -73,20 +75,21 @@
 //  C6 An SM's chunk is a hint, trusted for nothing: it owns no entry and
 //     sets no bit. Its users are holders as in C3 (tag, size and live
 //     checked against the subtraction's result; what they do not use is
-//     added back as in C2), so a hint to a chunk that emptied, was given
-//     back or serves another size costs an add and a subtraction, and for
-//     that moment others see the chunk's count low (a holder may DEQUEUE
-//     it early: the add-back requeues it, C2; a free may miss giving it
-//     back: C7).
+//     added back as in C2). A user first reads the state word and drops a
+//     hint whose chunk has no pages or another life, so mostly a hint
+//     costs a read; when the chunk changes between the read and the
+//     subtraction, for a moment others see its count low (a holder may
+//     DEQUEUE it early: the add-back requeues it, C2; a free may miss
+//     giving it back: C7).
 //  C7 A transient subtraction (a stale holder's, a hint user's) can make
-//     the free that completes a chunk's count miss giving it back (C4).
-//     A hint user whose add-back makes the count of the hint's chunk whole,
-//     in the life the hint named (its tag), gives it back as that free
-//     would have (semaphore reduced first, at the lower fill level). A
-//     stale holder does not: its chunk is in a later life, whole most
-//     likely because it was just carved, and giving it back would undo a
-//     refill. So after a stale holder's subtraction a wholly free chunk
-//     can wait in its queue until its size is asked for again.
+//     the free that completes a chunk's count miss giving it back (C4):
+//     that chunk stays in its queue, wholly free, until its size is asked
+//     for again. The add-back does not give it back in the free's place:
+//     a stale holder's chunk is in a later life, whole most likely because
+//     it was just carved; and measured for hint users alone (H200,
+//     ouroboros-c-vl, 2^20 lanes), retiring on their add-back took the
+//     mixed-size test from 8.7 to 13.9 ms and 16 B from 1.07 to 1.64 ms,
+//     even out of line.
 //
 // Memory ordering: a page's bytes travel with its bit (release on set,
 // acquire on claim); the leader's claim is followed by group.sync() before
@@ -275,10 +278,14 @@ struct chunk_queues {
     if (e == no_entry) return {no_chunk, 0, 0};
     const auto x = static_cast<std::uint32_t>(e);
     const auto t = static_cast<std::uint32_t>(e >> 32);
+    if (const std::uint64_t seen = state(h, x).load(detail::relaxed); !matches(seen, t, c) || count(seen) <= 0) {
+      hint.compare_exchange_strong(e, no_entry, detail::relaxed);  // a read, not a subtraction, tells it is spent
+      return {no_chunk, 0, 0};
+    }
     const std::uint64_t old = state(h, x).fetch_sub(want * one_page, detail::acquire);
     const std::int64_t have = matches(old, t, c) ? count(old) : 0;
     const std::uint64_t got = claimable(have, want);
-    if (got < want) added_back(h, c, x, t, state(h, x).fetch_add((want - got) * one_page, detail::acq_rel), want - got);
+    if (got < want) added(h, x, state(h, x).fetch_add((want - got) * one_page, detail::acq_rel), want - got);
     if (have <= static_cast<std::int64_t>(want)) hint.compare_exchange_strong(e, no_entry, detail::relaxed);
     return {x, static_cast<std::uint32_t>(got), 0};
   }
@@ -290,7 +297,10 @@ struct chunk_queues {
     queue_control& q = h.queue(c);
     for (detail::backoff b;;) {
       if (!q.fill.try_take(1)) {
-        b.pause();  // the chunks with the granted pages are held by others, or being queued
+        // The chunks with the granted pages are held by others, or being
+        // queued; one of them may have become this SM's hint meanwhile.
+        if (const holding mine = claim_in_place(h, c, want); mine.left != 0) return mine;
+        b.pause();
         continue;
       }
       const entry e = Storage::template take<entry>(h, c, q.ends.reserve_front(1));
@@ -336,15 +346,6 @@ struct chunk_queues {
     const std::uint64_t now = old + n * one_page;
     if ((now & live) != 0 && (now & queued) == 0 && count(now) > 0)
       requeue(h, static_cast<unsigned>(now & size_mask), x, tag(now));
-  }
-
-  // C7: a hint user gives back n pages it subtracted from chunk x (size c,
-  // tag t when the hint was set); the add returned `old`.
-  GPUALLOC_HD static void added_back(heap h, unsigned c, std::uint32_t x, std::uint32_t t, std::uint64_t old,
-                                     std::uint64_t n) {
-    const std::uint64_t now = old + n * one_page;
-    if (matches(now, t, c) && count(now) == pages_per_chunk(c) && retire(h, c, x, t, pages_per_chunk(c))) return;
-    added(h, x, old, n);
   }
 
   // A free that made the chunk wholly free, or found it unqueued.
