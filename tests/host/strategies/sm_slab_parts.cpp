@@ -25,6 +25,9 @@
 //                less than a quarter of their bytes; objects disjoint; all
 //                freed, the tree and the slots hold every segment; twice on
 //                a 16 and a 64 MiB heap
+//  churn near full  threads keep 90 % of the arena live in 16 B blocks
+//                (no NULL: blocks.h Q3) and 80 % in 16 B .. 1 KiB ones (NULLs
+//                counted) while they replace them; no granule owned twice
 //  report        (--report) span, objects per block and slots per class on a
 //                16 GiB and a 64 MiB heap planned for 132 SMs; utilisation
 //                fresh and under churn (utilisation.h)
@@ -306,6 +309,71 @@ void test_idle_blocks_return(std::uint64_t heap_bytes, int threads) {
   }
 }
 
+// Threads hold `share` of a 16 MiB arena in blocks of 16 B .. `largest`
+// (multiples of 16) and replace random ones until each was replaced twice
+// on average: no 16-byte granule handed to two blocks at once, and with
+// `must_serve` no NULL (blocks.h Q3 queues blocks too full for Q1; without
+// it 16 B churn held 78-80 % of the arena, with it 95-98 %: --report).
+void test_churn_near_full(double share, std::uint64_t largest, bool must_serve) {
+  constexpr int threads = 8;
+  utilisation::heap H(strategy_id::sm_slab, 16u << 20);
+  const auto arena = reinterpret_cast<std::uintptr_t>(H.get());
+  const std::uint64_t granules = (16u << 20) / 16;
+  std::vector<std::atomic<std::uint8_t>> owner(granules);
+  const std::uint64_t each = static_cast<std::uint64_t>(share * H.arena() / threads);
+  std::atomic<std::uint64_t> nulls{0}, doubly{0}, replaced{0};
+  auto own = [&](void* p, std::uint64_t n, std::uint8_t from, std::uint8_t to) {
+    const std::uint64_t first = (reinterpret_cast<std::uintptr_t>(p) - arena) / 16;
+    for (std::uint64_t g = first; g < first + n / 16; ++g)
+      if (owner[g].exchange(to, std::memory_order_relaxed) != from) doubly.fetch_add(1, std::memory_order_relaxed);
+  };
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      utilisation::rng r(t + 1);
+      const auto me = static_cast<std::uint8_t>(t + 1);
+      auto size = [&] { return 16 * (1 + r.below(largest / 16)); };
+      std::vector<std::pair<void*, std::uint64_t>> live;
+      for (std::uint64_t held = 0; held < each;) {
+        const std::uint64_t n = size();
+        void* p = gpualloc::heap_malloc(H.get(), n);
+        if (p == nullptr) {
+          nulls.fetch_add(1, std::memory_order_relaxed);
+          break;
+        }
+        own(p, n, 0, me);
+        live.emplace_back(p, n);
+        held += n;
+      }
+      for (std::uint64_t i = 0; i < 2 * live.size(); ++i) {
+        auto& victim = live[r.below(live.size())];
+        if (victim.first != nullptr) {
+          own(victim.first, victim.second, me, 0);
+          gpualloc::heap_free(H.get(), victim.first);
+        }
+        victim.second = size();
+        victim.first = gpualloc::heap_malloc(H.get(), victim.second);
+        if (victim.first == nullptr) {
+          nulls.fetch_add(1, std::memory_order_relaxed);
+          continue;
+        }
+        own(victim.first, victim.second, 0, me);
+        replaced.fetch_add(1, std::memory_order_relaxed);
+      }
+      for (auto& [p, n] : live)
+        if (p != nullptr) {
+          own(p, n, me, 0);
+          gpualloc::heap_free(H.get(), p);
+        }
+    });
+  for (auto& th : ts) th.join();
+  CHECK(doubly.load() == 0, "churn near full: %" PRIu64 " granules handed to two blocks at once", doubly.load());
+  CHECK(!must_serve || nulls.load() == 0, "churn near full (%.0f%% of the arena, 16 B .. %" PRIu64 " B): %" PRIu64 " NULL",
+        100 * share, largest, nulls.load());
+  std::printf("churn near full: %d threads hold %.0f%% of the arena in 16 B .. %" PRIu64 " B blocks, %" PRIu64
+              " replaced, %" PRIu64 " NULL\n", threads, 100 * share, largest, replaced.load(), nulls.load());
+}
+
 // Threads claim aligned runs of 2^k (k = 0 .. 6) from SM-like starts and
 // give them back (blocks.h get and release): aligned, one owner each.
 void test_span_claims() {
@@ -383,6 +451,8 @@ int main(int argc, char** argv) {
   test_span_claims();
   test_idle_blocks_return(16u << 20, 8);
   test_idle_blocks_return(64u << 20, 8);
+  test_churn_near_full(0.90, 16, true);
+  test_churn_near_full(0.80, 1024, false);
   if (o.report) {
     print_plan(std::uint64_t{16} << 30, 132);
     print_plan(std::uint64_t{64} << 20, 132);

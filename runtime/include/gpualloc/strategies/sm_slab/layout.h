@@ -120,7 +120,7 @@ static_assert(sizeof(segment_record) == 32);
 // requests skip them after one that let nothing go.
 struct sweep_state {
   std::uint32_t sweeps;         // sweeps begun and ended: odd while one runs
-  std::uint32_t padding;
+  std::uint32_t scavenged;      // windows of segments handed to scavengers (blocks.h Q3)
   std::uint64_t barren_until;   // detail::now_ns() before which no sweep starts
 };
 

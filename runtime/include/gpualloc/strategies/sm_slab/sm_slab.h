@@ -35,7 +35,8 @@
 // bitmap word combine their bits (a sum of distinct bits is their union):
 // one fetch-or and one subtraction per group.
 // Retired blocks come back into use when a quarter of them is free (queued
-// per class, blocks.h Q1), and go back to the tree when all of it is (B2).
+// per class, blocks.h Q1), or with any object free when a request finds
+// nothing else (Q3), and go back to the tree when all of it is (B2).
 //
 // Slot pair (slot_pair, layout.h):
 //  P1 `next` is also the pair's lock: whoever moves it from a block or
@@ -86,7 +87,8 @@
 //     whoever fails meanwhile waits for its end (bounded) and looks again.
 //     After a sweep that let nothing go, failing requests skip sweeps for
 //     eight times as long as it took, so a heap full of live objects says
-//     NULL fast.
+//     NULL fast. A lane whose sweep let nothing go scavenges its class's
+//     blocks (blocks.h Q3) before it looks again.
 //     In refill, under a pair's lock, the sweep raised the registers of
 //     every kernel that allocates from 112 to 136 (ptxas, the benchmark's
 //     kernel joined at load): half the warps per SM, 16 B requests 1.7x
@@ -337,7 +339,7 @@ struct sm_slab {
       } else if (refill(L, arena, c, P, seen)) {
         continue;
       }
-      if (!swept && close_idle_blocks(L, arena, c)) {  // P6
+      if (!swept && (close_idle_blocks(L, arena, c) || B.scavenge(c))) {  // P6, then blocks.h Q3
         swept = true;
         continue;
       }
