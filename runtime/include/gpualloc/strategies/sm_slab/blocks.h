@@ -76,18 +76,22 @@
 //     one entry per segment never overflows and an enqueue never waits for
 //     room.
 //  Q3 A request that its class cannot serve (no block in the tree or the
-//     class's queue, nothing from P6's sweep: sm_slab.h) scavenges: it
-//     queues every retired block of its class with any object free, those
-//     Q1 left out (less than a quarter free), in the next window of 64
-//     segments that has one, as Q1 would: room first, then one
+//     class's queue; after P6's sweep, whatever that did: sm_slab.h)
+//     scavenges: it queues every retired block of its class with any
+//     object free, those Q1 left out (less than a quarter free), in the
+//     next window of 64 segments that has one, as Q1 would: room first, then one
 //     compare-and-swap from the holds it read (no flag, 0 < count < K, its
 //     ticket) to queued with a new ticket; a format, a release or Q1 in
 //     between changes the word, so the swap fails. The kind it checks is
 //     read after holds (acquire), and a format stores holds with release
-//     after the kinds, so the kind is that of the life the ticket names
-//     (or of a later one, and the swap fails). Scavengers share a cursor
-//     over the windows; one gives up when the windows handed out since it
-//     began cover the heap. Its next refill dequeues what it queued.
+//     after the kinds, so the kind is that of the life the ticket names or
+//     of a later one; then the swap fails, or (a race the memory model
+//     allows) queues the block of the earlier life in c's queue, where its
+//     entry is stale: dequeue drops it, and Q2 releases the block once all
+//     of it is free. Scavengers share a cursor over the windows; one gives
+//     up when the windows handed out since it began cover the heap. Its
+//     next refill dequeues one of the blocks, unless other SMs' refills
+//     took them first: then it scavenges again.
 //     (Called from the refill instead, or installing the block itself, it
 //     raised the benchmark's allocation kernels from 128 to 130-138
 //     registers, one 256-thread block per SM instead of two: 16 B requests
@@ -275,6 +279,9 @@ class blocks {
 
   // Q3: retired blocks of class c with a free object, queued; false when a
   // cycle over the heap's windows found none (or the queue has no room).
+  // One that found some has taken one window more than it looked at (the
+  // loop's test after the next fetch-add; testing before it took the
+  // allocation kernels from 128 to 130 registers), which waits for the next cycle.
   __attribute__((noinline)) GPUALLOC_HD bool scavenge(std::uint32_t c) const {
     detail::device_atomic<std::uint32_t> windows(sweeps().scavenged);
     const std::uint32_t cycle = (L_.segments + scavenge_window - 1) / scavenge_window;

@@ -87,8 +87,8 @@
 //     whoever fails meanwhile waits for its end (bounded) and looks again.
 //     After a sweep that let nothing go, failing requests skip sweeps for
 //     eight times as long as it took, so a heap full of live objects says
-//     NULL fast. A lane whose sweep let nothing go scavenges its class's
-//     blocks (blocks.h Q3) before it looks again.
+//     NULL fast. Then (whatever its sweep did) a lane scavenges its class's
+//     blocks (blocks.h Q3) and looks again while that queues blocks.
 //     In refill, under a pair's lock, the sweep raised the registers of
 //     every kernel that allocates from 112 to 136 (ptxas, the benchmark's
 //     kernel joined at load): half the warps per SM, 16 B requests 1.7x
@@ -339,10 +339,16 @@ struct sm_slab {
       } else if (refill(L, arena, c, P, seen)) {
         continue;
       }
-      if (!swept && (close_idle_blocks(L, arena, c) || B.scavenge(c))) {  // P6, then blocks.h Q3
+      if (!swept && close_idle_blocks(L, arena, c)) {  // P6
         swept = true;
         continue;
       }
+      // blocks.h Q3, whatever P6 did (it may only have waited for another's
+      // sweep), and again while it queues blocks: other SMs may dequeue them
+      // first. Each round that goes on queued a block that someone installs,
+      // so the heap makes progress; no count bounds it (a counter here took
+      // the allocation kernels from 128 to 130 registers).
+      if (B.scavenge(c)) continue;
       return take_anywhere(L, arena, c);
     }
   }
