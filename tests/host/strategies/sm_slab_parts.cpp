@@ -120,7 +120,7 @@ void test_layouts() {
         buffered += (n < sms ? n : sms) * 2 << (L.segment_log2 + m);
       }
       CHECK(slots == L.slot_count, "layout: slot count");
-      CHECK(buffered <= bytes / slot_share || slots == L.classes,
+      CHECK(buffered <= slot_budget(bytes) || slots == L.classes,
             "layout: %" PRIu64 " B on %u SMs buffers %" PRIu64 " B in slots", bytes, sms, buffered);
     }
   std::printf("layout: %d plans of 4 KiB .. 80 GiB on 1 .. 256 SMs\n", plans);

@@ -44,8 +44,9 @@
 //    8 KiB, half as many per doubling above; halved further, the class whose
 //    slots buffer the most bytes first, until the blocks the slots can hold
 //    (two spans per slot, counting at most one slot per SM) stay within
-//    half the arena (slot_share; at least one slot per class; SMs share the
-//    slots of a class with fewer slots than SMs). The share trades speed for
+//    the slot budget (slot_budget: half the arena up to 1 GiB, all of it
+//    from 2 GiB; at least one slot per class; SMs share the slots of a class
+//    with fewer slots than SMs). The share trades speed for
 //    memory: SMs that share a slot queue on its refills (the refills a slot
 //    serialises are the bytes its class hands out over the bytes its slots
 //    hold), while a current block holds memory only its class can use until
@@ -60,7 +61,16 @@
 //    quarter of the heap live: the other classes' current blocks leave too
 //    few whole words. Three quarters (H200, 16 GiB, blocks of objects_wanted):
 //    4 and 8 KiB took 4.7x and 11x instead of 8.3x and 19x, but churn of
-//    16 B - 4 KiB on 256 MiB held 50% of the heap live instead of 60%;
+//    16 B - 4 KiB on 256 MiB held 50% of the heap live instead of 60%.
+//    Since blocks.h Q3, all of it costs churn nothing on large heaps and
+//    still costs it on small ones (H200, 2^20 requests, one run each):
+//    on 16 GiB, 4 and 8 KiB took 4.5x and 11x (warm; fresh heap 3.9x and
+//    7.8x) instead of 8.3x and 20x (6.9x, 14x) with half, and churn of
+//    16 B - 4 KiB held 70, 80 and 90% live for 20 rounds with either; on
+//    2 GiB it held 70 and 80% with either, and both filled to 87% of the
+//    90% asked; on 256 MiB its fill stopped at 66-69% live instead of 77%
+//    (16 B churn held 90 and 95% live with either, on 256 MiB and 2 GiB).
+//    Hence the budget grows from half to all between 1 and 2 GiB;
 //  - queues: per class, a ring of segment indices with room for all
 //    segments (a queue that is full takes no more: blocks.h Q1).
 #pragma once
@@ -84,7 +94,15 @@ inline constexpr std::uint32_t span_objects = 512;     // objects a block should
 inline constexpr std::uint32_t span_objects_most = 2048;  // and up to this many, within span_bytes
 inline constexpr std::uint64_t span_bytes = std::uint64_t{1} << 20;
 inline constexpr std::uint32_t max_span_log2 = 6;      // 64 segments: one word of the segment tree
-inline constexpr std::uint32_t slot_share = 2;         // the slots' blocks hold at most arena / slot_share
+
+// The most the slots' blocks may hold (slots, at the top): half the arena
+// up to 1 GiB, all of it from 2 GiB, a straight line of the share between.
+GPUALLOC_INLINE constexpr std::uint64_t slot_budget(std::uint64_t arena_bytes) {
+  constexpr std::uint64_t half_up_to = std::uint64_t{1} << 30, all_from = 2 * half_up_to;
+  if (arena_bytes <= half_up_to) return arena_bytes / 2;
+  if (arena_bytes >= all_from) return arena_bytes;
+  return arena_bytes * (arena_bytes >> 20) / (all_from >> 20);  // the share: arena / 2 GiB
+}
 
 // Classes with objects up to half a segment of 2^S bytes.
 GPUALLOC_INLINE constexpr std::uint32_t classes_for(std::uint32_t S) { return 4 * S - 24; }
@@ -191,7 +209,7 @@ struct layout {
 
     // Spans and slots: one pair per SM up to 8 KiB, halved per doubling
     // above; then halved (most bytes held first) while two spans a slot
-    // exceed arena / slot_share.
+    // exceed the slot budget.
     std::uint64_t slots[max_classes];
     for (std::uint32_t c = 0; c < L.classes; ++c) {
       const std::uint32_t halvings = c < small_classes ? 0 : (c - small_classes) / 4 + 1;
@@ -216,7 +234,7 @@ struct layout {
         buffered += used * 2 << S;
         if (slots[c] > 1 && used >= largest) largest = used, largest_class = c;
       }
-      if (buffered <= arena_bytes / slot_share || largest == 0) break;
+      if (buffered <= slot_budget(arena_bytes) || largest == 0) break;
       slots[largest_class] /= 2;
     }
     for (std::uint32_t c = 0; c < L.classes; ++c) {

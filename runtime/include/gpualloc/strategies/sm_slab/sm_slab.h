@@ -81,7 +81,7 @@
 //     block is retired and its span goes back to the tree. So a class that
 //     runs the heap dry gets back what other classes' idle blocks held, and
 //     the slots may buffer more than the heap could spare at once (layout.h
-//     slot_share). A closed current word, unlike the empty one a refill
+//     slot_budget). A closed current word, unlike the empty one a refill
 //     that found nothing leaves, makes requests refill instead of giving
 //     up. One sweep at a time walks every pair, outside any pair's lock;
 //     whoever fails meanwhile waits for its end (bounded) and looks again.
