@@ -47,6 +47,11 @@ std::uint32_t kernel_slot(context_heap& h, CUfunction f) {
   return slot;
 }
 
+// Where the heap learns which kernel runs: the slot of its name.
+CUdeviceptr stamp_address(const context_heap& h) {
+  return h.header + offsetof(heap_header, checks) + offsetof(checked_region, kernel);
+}
+
 std::string name_in_slot(context_heap& h, std::uint32_t slot) {
   std::lock_guard<std::mutex> lock(h.names_lock);
   return slot < h.kernel_names.size() ? h.kernel_names[slot] : "?";
@@ -74,9 +79,33 @@ void before_launch(const launch_info& info, CUstream stream, bool per_thread) {
   heap_ref heap = find_heap(info.ctx);
   if (heap == nullptr || heap->checks.kernel_names == nullptr) return;
   const std::uint32_t slot = kernel_slot(*heap, info.function);
-  const CUdeviceptr stamp = heap->header + offsetof(heap_header, checks) + offsetof(checked_region, kernel);
   // Ordered before the kernel on its own stream (a memset node of the graph, when the stream is captured).
-  driver().cuMemsetD32Async(stamp, slot, 1, launch_stream(stream, per_thread));
+  driver().cuMemsetD32Async(stamp_address(*heap), slot, 1, launch_stream(stream, per_thread));
+}
+
+CUresult add_kernel_node(const launch_info& info, CUgraph graph, const CUgraphNode* deps, size_t count,
+                         CUgraphNode* node, const std::function<CUresult(const CUgraphNode*, size_t)>& add) {
+  heap_ref heap = info.checked && node != nullptr ? find_heap(info.ctx) : nullptr;
+  if (heap == nullptr || heap->checks.kernel_names == nullptr) return add(deps, count);
+  const driver_api& d = driver();
+  CUDA_MEMSET_NODE_PARAMS stamp_params{};
+  stamp_params.dst = stamp_address(*heap);
+  stamp_params.value = kernel_slot(*heap, info.function);
+  stamp_params.elementSize = sizeof(std::uint32_t);
+  stamp_params.width = 1;
+  stamp_params.height = 1;
+  CUgraphNode stamp = nullptr;
+  if (d.cuGraphAddMemsetNode(&stamp, graph, deps, count, &stamp_params, info.ctx) != CUDA_SUCCESS)
+    return add(deps, count);  // unstamped: its reports name the kernel before it
+  const CUresult r = add(&stamp, 1);
+  if (r != CUDA_SUCCESS) {
+    d.cuGraphDestroyNode(stamp);
+    return r;
+  }
+  CUgraphNode sweep = nullptr;
+  if (add_sweep_node(*heap, graph, *node, &sweep) != CUDA_SUCCESS)
+    GPUALLOC_LOG("checked mode: no sweep after a graph node of kernel %s", name_of(info.function).c_str());
+  return r;
 }
 
 void after_launch(const launch_info& info, CUstream stream, bool per_thread) {

@@ -270,18 +270,23 @@ CUresult read_counters(context_heap& h, heap_counters* out, bool whole_context, 
 
 namespace {
 
-// Launches walk `task` over h on `stream`: one thread per live-map word or
-// quarantine slot, up to 64 blocks of 256 threads per SM.
-CUresult launch_walk(context_heap& h, checked::walk task, CUstream stream) {
-  const driver_api& d = driver();
+constexpr unsigned walk_threads = 256;
+
+// The blocks of a walk over h: one thread per live-map word or quarantine
+// slot, up to 64 blocks of walk_threads per SM.
+unsigned walk_blocks(const context_heap& h) {
   int sms = 1;
-  d.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, h.device);
+  driver().cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, h.device);
   const std::uint64_t items = std::max(h.checks.live_words, h.checks.quarantine_slots);
-  const unsigned blocks = static_cast<unsigned>(std::clamp<std::uint64_t>((items + 255) / 256, 1, 64ull * sms));
+  return static_cast<unsigned>(std::clamp<std::uint64_t>((items + walk_threads - 1) / walk_threads, 1, 64ull * sms));
+}
+
+// Launches walk `task` over h on `stream`.
+CUresult launch_walk(context_heap& h, checked::walk task, CUstream stream) {
   CUdeviceptr heap = h.header;
   int task_number = static_cast<int>(task);
   void* args[] = {&heap, &task_number};
-  return d.cuLaunchKernel(h.walk_kernel, blocks, 1, 1, 256, 1, 1, 0, stream, args, nullptr);
+  return driver().cuLaunchKernel(h.walk_kernel, walk_blocks(h), 1, 1, walk_threads, 1, 1, 0, stream, args, nullptr);
 }
 
 }  // namespace
@@ -291,6 +296,22 @@ CUresult queue_sweep(context_heap& h, CUstream stream) {
   if (scope.status() != CUDA_SUCCESS) return scope.status();
   if (h.walk_kernel == nullptr) return CUDA_ERROR_NOT_SUPPORTED;  // not in checked mode
   return launch_walk(h, checked::walk::sweep, stream);
+}
+
+CUresult add_sweep_node(context_heap& h, CUgraph graph, CUgraphNode after, CUgraphNode* sweep) {
+  if (h.walk_kernel == nullptr) return CUDA_ERROR_NOT_SUPPORTED;  // not in checked mode
+  CUdeviceptr heap = h.header;
+  int task_number = static_cast<int>(checked::walk::sweep);
+  void* args[] = {&heap, &task_number};  // the node keeps copies of the values
+  CUDA_KERNEL_NODE_PARAMS_v2 params{};
+  params.func = h.walk_kernel;
+  params.gridDimX = walk_blocks(h);
+  params.gridDimY = params.gridDimZ = 1;
+  params.blockDimX = walk_threads;
+  params.blockDimY = params.blockDimZ = 1;
+  params.kernelParams = args;
+  params.ctx = h.ctx;
+  return driver().cuGraphAddKernelNode_v2(sweep, graph, &after, 1, &params);
 }
 
 CUresult walk_heap(context_heap& h, checked::walk task, CUstream after, std::uint64_t threshold,

@@ -102,6 +102,10 @@ CUresult walk_heap(context_heap& heap, checked::walk task, CUstream after, std::
 // a stream being captured, whose kernels run later, as part of a graph.
 CUresult queue_sweep(context_heap& heap, CUstream stream);
 
+// Checked mode: a sweep as a kernel node of `graph` after node `after` (a
+// kernel node the program added by hand); the new node in *sweep.
+CUresult add_sweep_node(context_heap& heap, CUgraph graph, CUgraphNode after, CUgraphNode* sweep);
+
 // Forgets a context (by its key) before it is destroyed: collects its statistics (when enabled;
 // `known`: counters already read, else they are read now) and drops its heap
 // and its size wish.

@@ -60,7 +60,12 @@ namespace gpualloc::interpose {
   X(cuGraphGetNodes, CUresult, (CUgraph, CUgraphNode*, size_t*))                                     \
   X(cuGraphNodeGetType, CUresult, (CUgraphNode, CUgraphNodeType*))                                   \
   X(cuGraphKernelNodeGetParams_v2, CUresult, (CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2*))             \
-  X(cuGraphChildGraphNodeGetGraph, CUresult, (CUgraphNode, CUgraph*))
+  X(cuGraphChildGraphNodeGetGraph, CUresult, (CUgraphNode, CUgraph*))                                \
+  X(cuGraphAddKernelNode_v2, CUresult,                                                               \
+    (CUgraphNode*, CUgraph, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS_v2*))          \
+  X(cuGraphAddMemsetNode, CUresult,                                                                  \
+    (CUgraphNode*, CUgraph, const CUgraphNode*, size_t, const CUDA_MEMSET_NODE_PARAMS*, CUcontext))       \
+  X(cuGraphDestroyNode, CUresult, (CUgraphNode))
 
 struct driver_api {
 #define GPUALLOC_DRIVER_FIELD(name, ret, params) ret(CUDAAPI* name) params = nullptr;

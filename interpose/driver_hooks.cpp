@@ -205,16 +205,17 @@ CUresult impl_graph_exec_update_v1(Fn real, bool, Args... args) { return prepare
 template <class Fn, class... Args>
 CUresult impl_graph_exec_update_v2(Fn real, bool, Args... args) { return prepare_graph_then(real, args...); }
 
-// Kernel node parameters: v1 has only func (first member), v2/v3 add kern and ctx.
-CUresult prepare_node(const CUDA_KERNEL_NODE_PARAMS_v1* p) {
-  return p != nullptr ? prepare_kernel_node(p->func, nullptr, nullptr) : CUDA_SUCCESS;
+// Kernel node parameters: v1 has only func (first member), v2/v3 add kern
+// and ctx. *info (when not null) says whether the node is checked.
+CUresult prepare_node(const CUDA_KERNEL_NODE_PARAMS_v1* p, launch_info* info = nullptr) {
+  return p != nullptr ? prepare_kernel_node(p->func, nullptr, nullptr, info) : CUDA_SUCCESS;
 }
-CUresult prepare_node(const CUDA_KERNEL_NODE_PARAMS_v2* p) {
-  return p != nullptr ? prepare_kernel_node(p->func, p->kern, p->ctx) : CUDA_SUCCESS;
+CUresult prepare_node(const CUDA_KERNEL_NODE_PARAMS_v2* p, launch_info* info = nullptr) {
+  return p != nullptr ? prepare_kernel_node(p->func, p->kern, p->ctx, info) : CUDA_SUCCESS;
 }
-CUresult prepare_node(const CUgraphNodeParams* p) {
+CUresult prepare_node(const CUgraphNodeParams* p, launch_info* info = nullptr) {
   if (p == nullptr || p->type != CU_GRAPH_NODE_TYPE_KERNEL) return CUDA_SUCCESS;
-  return prepare_kernel_node(p->kernel.func, p->kernel.kern, p->kernel.ctx);
+  return prepare_kernel_node(p->kernel.func, p->kernel.kern, p->kernel.ctx, info);
 }
 
 #define graph_exec_kernel_params_v1_PARAMS \
@@ -259,31 +260,58 @@ CUresult prepare_node_then(Fn real, Args... args) {
 GPUALLOC_NODE_FAMILY(graph_exec_kernel_params_v1)
 GPUALLOC_NODE_FAMILY(graph_exec_kernel_params_v2)
 GPUALLOC_NODE_FAMILY(graph_exec_node_params)
-GPUALLOC_NODE_FAMILY(graph_add_kernel_node_v1)
-GPUALLOC_NODE_FAMILY(graph_add_kernel_node_v2)
 GPUALLOC_NODE_FAMILY(graph_kernel_params_v1)
 GPUALLOC_NODE_FAMILY(graph_kernel_params_v2)
 GPUALLOC_NODE_FAMILY(graph_node_params)
 #undef GPUALLOC_NODE_FAMILY
 
-// cuGraphAddNode: as above, and a conditional node's body graphs are
-// remembered (CUDA 13 cannot list them later; prepare_graph needs them).
+// cuGraphAddKernelNode: prepared as above, and in checked mode between a
+// stamp and a sweep node (checked_mode.h).
+template <class Fn, class Params>
+CUresult add_kernel_node_then(Fn real, CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t count,
+                              const Params* params) {
+  launch_info info;
+  if (CUresult r = prepare_node(params, &info); r != CUDA_SUCCESS) return r;
+  return add_kernel_node(info, graph, deps, count, node,
+                         [&](const CUgraphNode* d, size_t n) { return real(node, graph, d, n, params); });
+}
 template <class Fn, class... Args>
-CUresult add_node_then_remember(Fn real, CUgraphNode* node, Args... args) {
-  CUgraphNodeParams* params = std::get<sizeof...(Args) - 1>(std::tie(args...));
-  if (CUresult r = prepare_node(params); r != CUDA_SUCCESS) return r;
-  CUresult r = real(node, args...);
+CUresult impl_graph_add_kernel_node_v1(Fn real, bool, Args... args) {
+  return add_kernel_node_then(real, args...);
+}
+template <class Fn, class... Args>
+CUresult impl_graph_add_kernel_node_v2(Fn real, bool, Args... args) {
+  return add_kernel_node_then(real, args...);
+}
+
+// cuGraphAddNode: as cuGraphAddKernelNode for a kernel node, and a
+// conditional node's body graphs are remembered (CUDA 13 cannot list them
+// later; prepare_graph needs them).
+void remember_if_conditional(CUresult r, const CUgraphNode* node, const CUgraphNodeParams* params) {
   if (r == CUDA_SUCCESS && node != nullptr && params != nullptr && params->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
     remember_conditional_bodies(*node, params->conditional.phGraph_out, params->conditional.size);
+}
+template <class Fn>
+CUresult impl_graph_add_node_v1(Fn real, bool, CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t count,
+                                CUgraphNodeParams* params) {
+  launch_info info;
+  if (CUresult r = prepare_node(params, &info); r != CUDA_SUCCESS) return r;
+  const CUresult r = add_kernel_node(info, graph, deps, count, node,
+                                     [&](const CUgraphNode* d, size_t n) { return real(node, graph, d, n, params); });
+  remember_if_conditional(r, node, params);
   return r;
 }
-template <class Fn, class... Args>
-CUresult impl_graph_add_node_v1(Fn real, bool, CUgraphNode* node, Args... args) {
-  return add_node_then_remember(real, node, args...);
-}
-template <class Fn, class... Args>
-CUresult impl_graph_add_node_v2(Fn real, bool, CUgraphNode* node, Args... args) {
-  return add_node_then_remember(real, node, args...);
+template <class Fn>
+CUresult impl_graph_add_node_v2(Fn real, bool, CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                                const CUgraphEdgeData* edges, size_t count, CUgraphNodeParams* params) {
+  launch_info info;
+  if (CUresult r = prepare_node(params, &info); r != CUDA_SUCCESS) return r;
+  if (edges != nullptr) info.checked = false;  // the edges belong to its own dependencies: no stamp in between
+  const CUresult r = add_kernel_node(info, graph, deps, count, node, [&](const CUgraphNode* d, size_t n) {
+    return real(node, graph, d, d == deps ? edges : nullptr, n, params);
+  });
+  remember_if_conditional(r, node, params);
+  return r;
 }
 
 // A child graph swapped into an instantiated graph.

@@ -238,7 +238,7 @@ CUresult prepare_launch(CUfunction f, launch_info* info) {
   return prepare(ctx, f, info);
 }
 
-CUresult prepare_kernel_node(CUfunction func, CUkernel kern, CUcontext ctx) {
+CUresult prepare_kernel_node(CUfunction func, CUkernel kern, CUcontext ctx, launch_info* info) {
   const driver_api& d = driver();
   if (!d.loaded) return CUDA_SUCCESS;
   // A CUfunction belongs to the current context; a CUkernel to the node's
@@ -250,7 +250,7 @@ CUresult prepare_kernel_node(CUfunction func, CUkernel kern, CUcontext ctx) {
   }
   context_scope scope(ctx);
   if (scope.status() != CUDA_SUCCESS) return CUDA_SUCCESS;
-  return prepare(ctx, handle, nullptr);
+  return prepare(ctx, handle, info);
 }
 
 void remember_conditional_bodies(CUgraphNode node, const CUgraph* bodies, unsigned count) {

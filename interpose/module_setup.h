@@ -39,8 +39,9 @@ std::string name_of(CUfunction function);
 // Prepares every kernel node of `graph`, recursing into child graphs.
 CUresult prepare_graph(CUgraph graph);
 
-// Prepares one kernel node given by its parameters (func, or kern in ctx).
-CUresult prepare_kernel_node(CUfunction func, CUkernel kern, CUcontext ctx);
+// Prepares one kernel node given by its parameters (func, or kern in ctx);
+// *info (when not null) as prepare_launch's.
+CUresult prepare_kernel_node(CUfunction func, CUkernel kern, CUcontext ctx, launch_info* info = nullptr);
 
 // cuModuleUnload / cuLibraryUnload: clear the caches.
 void forget_modules();

@@ -48,10 +48,12 @@ struct kernel {
   std::uint32_t tag = kernel_tag;
   function* fn = nullptr;  // its function in the (one) context
 };
+struct graph;
 struct node {
   CUgraphNodeType type;
   CUDA_KERNEL_NODE_PARAMS_v2 params{};
   CUgraph child = nullptr;
+  graph* owner = nullptr;  // set by the cuGraphAdd*Node entries
 };
 struct graph {
   std::vector<node*> nodes;
@@ -326,6 +328,27 @@ FAKE(cuGraphKernelNodeGetParams_v2, (CUgraphNode n, CUDA_KERNEL_NODE_PARAMS_v2* 
   *p = reinterpret_cast<node*>(n)->params;
   return CUDA_SUCCESS;
 }
+FAKE(cuGraphAddKernelNode_v2,
+     (CUgraphNode * out, CUgraph g, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS_v2* p)) {
+  auto* n = new node{CU_GRAPH_NODE_TYPE_KERNEL, *p, nullptr, reinterpret_cast<graph*>(g)};
+  n->owner->nodes.push_back(n);
+  *out = reinterpret_cast<CUgraphNode>(n);
+  return CUDA_SUCCESS;
+}
+FAKE(cuGraphAddMemsetNode,
+     (CUgraphNode * out, CUgraph g, const CUgraphNode*, size_t, const CUDA_MEMSET_NODE_PARAMS*, CUcontext)) {
+  auto* n = new node{CU_GRAPH_NODE_TYPE_MEMSET, {}, nullptr, reinterpret_cast<graph*>(g)};
+  n->owner->nodes.push_back(n);
+  *out = reinterpret_cast<CUgraphNode>(n);
+  return CUDA_SUCCESS;
+}
+FAKE(cuGraphDestroyNode, (CUgraphNode handle)) {
+  auto* n = reinterpret_cast<node*>(handle);
+  if (n == nullptr || n->owner == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::erase(n->owner->nodes, n);
+  delete n;
+  return CUDA_SUCCESS;
+}
 FAKE(cuGraphChildGraphNodeGetGraph, (CUgraphNode n, CUgraph* g)) { *g = reinterpret_cast<node*>(n)->child; return CUDA_SUCCESS; }
 FAKE(cuGraphInstantiateWithFlags, (CUgraphExec * e, CUgraph g, unsigned long long)) {
   // Every kernel must be set up by now.
@@ -333,7 +356,7 @@ FAKE(cuGraphInstantiateWithFlags, (CUgraphExec * e, CUgraph g, unsigned long lon
     if (n->type == CU_GRAPH_NODE_TYPE_GRAPH) {
       CUgraphExec ignored;
       if (CUresult r = fake_cuGraphInstantiateWithFlags(&ignored, n->child, 0)) return r;
-    } else {
+    } else if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) {
       void* h = n->params.func != nullptr ? static_cast<void*>(n->params.func) : static_cast<void*>(n->params.kern);
       function* fn = is_function(h) ? static_cast<function*>(h) : static_cast<kernel*>(h)->fn;
       if (fn->mod->has_runtime && fn->mod->heap_variable == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -367,6 +390,7 @@ static const entry table[] = {
     FAKE_ENTRY(cuLaunchKernel), FAKE_ENTRY(cuLaunchKernel_ptsz), FAKE_ENTRY(cuLaunchKernelEx),
     FAKE_ENTRY(cuGraphGetNodes), FAKE_ENTRY(cuGraphNodeGetType), FAKE_ENTRY(cuGraphKernelNodeGetParams_v2),
     FAKE_ENTRY(cuGraphChildGraphNodeGetGraph), FAKE_ENTRY(cuGraphInstantiateWithFlags),
+    FAKE_ENTRY(cuGraphAddKernelNode_v2), FAKE_ENTRY(cuGraphAddMemsetNode), FAKE_ENTRY(cuGraphDestroyNode),
 };
 
 static void* lookup(const std::string& name) {
