@@ -189,6 +189,10 @@ class bit_tree {
     }
   }
 
+  // Whether the set looks empty (its root is): a hint, as a search is: an
+  // operation fixing a summary may show the set empty for a moment.
+  GPUALLOC_HD bool looks_empty() const { return peek(0, 0) == 0; }
+
   // Puts first .. first+count-1 (all absent) back into the set.
   GPUALLOC_HD void insert_run(std::uint32_t first, std::uint32_t count) const {
     const std::uint32_t end = first + count;

@@ -277,6 +277,12 @@ class blocks {
     return seg;
   }
 
+  // Whether get(c) looks bound to find nothing: c's queue and the tree are
+  // empty. A hint (frees race with it), read without a write (sm_slab.h P2).
+  GPUALLOC_HD bool looks_exhausted(std::uint32_t c) const {
+    return detail::device_atomic<std::int64_t>(entries(c).value).load(detail::relaxed) <= 0 && tree().looks_empty();
+  }
+
   // Q3: retired blocks of class c with a free object, queued; false when a
   // cycle over the heap's windows found none (or the queue has no room).
   // One that found some has taken one window more than it looked at (the

@@ -51,7 +51,12 @@
 //     one (blocks.h get), becomes current, and the old block is retired.
 //     With no block left, current becomes empty (the exhausted block is
 //     retired: later requests stop adding to its cursor) and malloc sweeps
-//     (P6), then tries the other slots of its class, then says NULL.
+//     (P6), then tries the other slots of its class, then says NULL. A
+//     refill that finds current so empty, no block in any `next` (P4's
+//     count), its class's queue empty and the tree empty says so without
+//     the lock: every failing lane took the lock of its SM's slot in turn
+//     to find nothing (2^20 requests of 256 B on 64 MiB, two slots for 132
+//     SMs, 790,016 of them NULL: 3.5 s with the lock, 3.0 ms without; H200).
 //  P3 A prefetch takes the lock only from an empty `next`, so it never
 //     waits; one leader per block crosses K/2. The block it puts there is
 //     held but not started (blocks.h): no position of it is out.
@@ -278,6 +283,9 @@ struct sm_slab {
     detail::backoff wait;
     for (;;) {
       if (word(P.current).load(detail::relaxed) != seen) return true;  // someone else refilled: look again
+      if (segment_of(seen) == no_segment && !closed(seen) && B.looks_exhausted(c) &&
+          detail::device_atomic<std::int64_t>(next_blocks(L, arena).value).load(detail::relaxed) <= 0)
+        return false;  // P2: a refill found nothing, and nothing has come back since
       std::uint64_t nxt = word(P.next).load(detail::relaxed);
       if (static_cast<std::uint32_t>(nxt) == busy ||
           !word(P.next).compare_exchange_strong(nxt, busy_word(nxt), detail::acquire, detail::relaxed)) {
