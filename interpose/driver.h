@@ -64,7 +64,7 @@ namespace gpualloc::interpose {
   X(cuGraphAddKernelNode_v2, CUresult,                                                               \
     (CUgraphNode*, CUgraph, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS_v2*))          \
   X(cuGraphAddMemsetNode, CUresult,                                                                  \
-    (CUgraphNode*, CUgraph, const CUgraphNode*, size_t, const CUDA_MEMSET_NODE_PARAMS*, CUcontext))       \
+    (CUgraphNode*, CUgraph, const CUgraphNode*, size_t, const CUDA_MEMSET_NODE_PARAMS*, CUcontext))  \
   X(cuGraphDestroyNode, CUresult, (CUgraphNode))
 
 struct driver_api {

@@ -308,7 +308,7 @@ CUresult impl_graph_add_node_v2(Fn real, bool, CUgraphNode* node, CUgraph graph,
   if (CUresult r = prepare_node(params, &info); r != CUDA_SUCCESS) return r;
   if (edges != nullptr) info.checked = false;  // the edges belong to its own dependencies: no stamp in between
   const CUresult r = add_kernel_node(info, graph, deps, count, node, [&](const CUgraphNode* d, size_t n) {
-    return real(node, graph, d, d == deps ? edges : nullptr, n, params);
+    return real(node, graph, d, edges, n, params);  // with the stamp in between, edges is null
   });
   remember_if_conditional(r, node, params);
   return r;
