@@ -8,7 +8,8 @@
 // its bit in the tree) or a slot holds it: a current block counts exactly
 // its untaken positions, a `next` block nothing (and the count of `next`
 // blocks, sm_slab.h P4, is their number), and every object of either
-// has its free bit set (blocks.h B1, B2; a queued or retired block whose
+// has its free bit set, but those a block's first pass has not handed out
+// yet (blocks.h B1, B2; a queued or retired block whose
 // last object came back was released, Q2). A span's tails are held with
 // their head: they name it, hold nothing and are not in the tree.
 //
@@ -94,11 +95,17 @@ void check_at_rest(test_heap& heap) {
                     state, untaken, c, position, K);
       bad(what, seg);
     }
-    for (std::uint32_t i = 0; i < K; ++i)
-      if (!((bitmaps[(std::uint64_t{seg} << L.bitmap_words_log2) + i / 64] >> (i % 64)) & 1)) {
-        bad("an object's free bit is clear", seg);
+    // In a first pass the cursor owns the objects it has not handed out: their bits stay clear (B1).
+    const bool first = (r.cursor & first_pass) != 0;
+    for (std::uint32_t i = 0; i < K; ++i) {
+      const bool set = (bitmaps[(std::uint64_t{seg} << L.bitmap_words_log2) + i / 64] >> (i % 64)) & 1;
+      const bool owned_by_cursor = first && (by[seg] == held::next || i >= position);
+      if (set == owned_by_cursor) {
+        bad(set ? "a free bit is set for an object a first pass has not handed out" : "an object's free bit is clear",
+            seg);
         break;
       }
+    }
   }
 }
 
