@@ -51,8 +51,8 @@
 //     a slot before the block was released and formatted again) claims no
 //     bit and credits the positions it took from that pass (in a first
 //     pass, setting their bits: B1), so the pass still settles and its
-//     objects stay free. One with its own class takes part in whatever pass of
-//     that class is running: its objects have the size it wants.
+//     objects stay free. One with its own class takes part in whatever pass
+//     of that class is running: its objects have the size it wants.
 //  B4 count grows only when a pass starts (+K), and a pass starts only on a
 //     block a slot holds; a block nobody holds only loses count. So among
 //     the threads that lower an unheld block's count, exactly one reaches
@@ -309,7 +309,7 @@ class blocks {
   // Whether get(c) looks bound to find nothing: c's queue and the tree are
   // empty. A hint (frees race with it), read without a write (sm_slab.h P2).
   GPUALLOC_HD bool looks_exhausted(std::uint32_t c) const {
-    return detail::device_atomic<std::int64_t>(entries(c).value).load(detail::relaxed) <= 0 && tree().looks_empty();
+    return !any_queued(c) && tree().looks_empty();
   }
 
   // Q3: retired blocks of class c with a free object, queued; false when a
@@ -347,8 +347,9 @@ class blocks {
   static_assert(scavenge_window % (1u << max_span_log2) == 0);
 
   // A pass over slot-held block seg of class c: K positions to settle, the
-  // cursor at 0 (its `first` flag kept: B1). Returns the count before: the live objects (and positions
-  // of its last pass a straggler has yet to settle).
+  // cursor at 0 (its `first` flag kept: B1). Returns the count before: the
+  // live objects (and positions of its last pass a straggler has yet to
+  // settle).
   GPUALLOC_HD std::uint32_t start(std::uint32_t seg, std::uint32_t c) const {
     const std::uint64_t before = holds(seg).fetch_add(L_.objects(c), detail::acq_rel);
     detail::device_atomic<std::uint32_t> cursor(record(seg).cursor);

@@ -26,8 +26,9 @@
 //    block's cursor and clears the bits of the positions it got (one
 //    fetch-and per word: one or two; none in a fresh block's first pass,
 //    whose positions are all free: blocks.h B1); lanes take the objects
-//    whose bits were free, in rank order. Lanes left over (the block ran out, or a
-//    reused block's bit was live) go on alone, one position at a time.
+//    whose bits were free, in rank order. Lanes left over (the block ran
+//    out, or a reused block's bit was live) go on alone, one position at a
+//    time.
 //    The leader whose positions cross K/2 fetches the next block into the
 //    empty `next` (prefetch); the one whose positions reach K promotes
 //    `next` to current (refill).
@@ -362,9 +363,9 @@ struct sm_slab {
       // blocks, and the next refill dequeues one (or drops a stale entry).
       // (Without it, 16 B churn at 95 % of 2 GiB saw NULLs in round 1 in 3
       // of 6 runs once blocks.h B1's first pass made requests faster; with
-      // it, none in 4; H200.) Each round that goes on queued or dequeued a block, so the heap
-      // makes progress; no count bounds it (a counter here took the
-      // allocation kernels from 128 to 130 registers).
+      // it, none in 4; H200.) Each round that goes on queued or dequeued a
+      // block, so the heap makes progress; no count bounds it (a counter
+      // here took the allocation kernels from 128 to 130 registers).
       if (B.scavenge(c) || B.any_queued(c)) continue;
       return take_anywhere(L, arena, c);
     }
