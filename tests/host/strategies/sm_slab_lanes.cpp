@@ -33,6 +33,7 @@ void check_at_rest(test_heap& heap) {
       reinterpret_cast<const std::uint64_t*>(arena + L.tree_offset) + L.tree.first_word[L.tree.levels - 1];
   enum class held : std::uint8_t { no, current, next, tail };
   std::vector<held> by(L.segments, held::no);
+  std::vector<std::uint64_t> word_of(L.segments);  // the slot word that holds a block
   std::vector<std::uint32_t> class_of_slot(L.slot_count);
   for (std::uint32_t c = 0; c < L.classes; ++c)
     for (std::uint32_t i = 0; i <= L.cls[c].slot_mask; ++i) class_of_slot[L.cls[c].first_slot + i] = c;
@@ -42,15 +43,18 @@ void check_at_rest(test_heap& heap) {
   };
   for (std::uint64_t i = 0; i < L.slot_count; ++i) {
     for (const held which : {held::current, held::next}) {
-      const auto ref = static_cast<std::uint32_t>(which == held::current ? pairs[i].current : pairs[i].next);
-      if (ref == 0) continue;
-      if (ref == ~0u || ref - 1 >= L.segments) {
-        bad("a slot word names no segment (busy at rest?)", ref - 1);
+      const std::uint64_t w = which == held::current ? pairs[i].current : pairs[i].next;
+      const std::uint32_t seg = slot_word::segment(w);
+      if (slot_word::is_busy(w)) bad("a slot's `next` is busy at rest", 0);
+      if (seg == no_segment) continue;
+      if (seg >= L.segments) {
+        bad("a slot word names a segment past the heap", seg);
         continue;
       }
-      if (by[ref - 1] != held::no) bad("held by two slot words", ref - 1);
-      by[ref - 1] = which;
-      if (records[ref - 1].kind != class_of_slot[i]) bad("held by a slot of another class", ref - 1);
+      if (by[seg] != held::no) bad("held by two slot words", seg);
+      by[seg] = which;
+      word_of[seg] = w;
+      if (records[seg].kind != class_of_slot[i]) bad("held by a slot of another class", seg);
     }
   }
   std::int64_t next_blocks = 0;
@@ -87,20 +91,21 @@ void check_at_rest(test_heap& heap) {
       continue;
     }
     const std::uint32_t c = r.kind, K = L.objects(c);
-    const std::uint32_t position = r.cursor & position_mask;
-    const std::uint64_t untaken = by[seg] == held::current && position < K ? K - position : 0;
+    const std::uint64_t taken = by[seg] == held::current ? slot_word::taken(word_of[seg]) : 0;
+    const std::uint64_t untaken = by[seg] == held::current && taken < K ? K - taken : 0;
     if (state != (in_slot | untaken)) {
       char what[160];
-      std::snprintf(what, sizeof what, "holds %#" PRIx64 ", not in_slot + %" PRIu64 " untaken positions (class %u, cursor %u of %u)",
-                    state, untaken, c, position, K);
+      std::snprintf(what, sizeof what,
+                    "holds %#" PRIx64 ", not in_slot + %" PRIu64 " untaken positions (class %u, %" PRIu64 " of %u taken)",
+                    state, untaken, c, taken, K);
       bad(what, seg);
     }
-    // In a first pass the cursor owns the objects it has not handed out: their bits stay clear (B1).
-    const bool first = (r.cursor & first_pass) != 0;
+    // A fresh block's pass owns the objects it has not handed out: their bits stay clear (B1).
+    const bool fresh = slot_word::fresh(word_of[seg]);
     for (std::uint32_t i = 0; i < K; ++i) {
       const bool set = (bitmaps[(std::uint64_t{seg} << L.bitmap_words_log2) + i / 64] >> (i % 64)) & 1;
-      const bool owned_by_cursor = first && (by[seg] == held::next || i >= position);
-      if (set == owned_by_cursor) {
+      const bool owned_by_pass = fresh && i >= taken;
+      if (set == owned_by_pass) {
         bad(set ? "a free bit is set for an object a first pass has not handed out" : "an object's free bit is clear",
             seg);
         break;

@@ -133,28 +133,31 @@ void test_block_life(std::uint64_t heap_bytes, std::uint64_t bytes) {
   const layout& L = gpualloc::state_of<gpualloc::strategies::sm_slab::state>(H.get()).L;
   const blocks B(L, H.get()->space.begin);
   const std::uint32_t c = class_of(bytes), K = L.objects(c), span = 1u << L.cls[c].span_log2;
-  const std::uint32_t seg = B.get(c);
-  CHECK(seg != no_segment && !B.open(seg, c), "blocks: a fresh block is not closed before its pass");
+  bool fresh = false;
+  const std::uint32_t seg = B.get(c, fresh);
+  CHECK(seg != no_segment && fresh, "blocks: a block from the tree is not fresh");
   CHECK(seg % span == 0, "blocks: span at %u is not aligned to its %u segments", seg, span);
   for (std::uint32_t d = 1; d < span; ++d)
     CHECK(B.kind(seg + d) == tail_kind(c, d), "blocks: segment %u of a span does not name its head", d);
   B.start(seg, c);
   std::vector<std::uint32_t> got;
-  for (bool done = false; !done;) {
-    const claim r = B.take(seg, c, 32);
+  std::uint64_t at = 0;  // the slot word's position (sm_slab.h P1)
+  for (bool done = false; !done; at += 32) {
+    const claim r = B.take(seg, c, at, 32, fresh);
     for (std::uint32_t i = 0; i < 32; ++i)
       if ((r.got >> i) & 1) got.push_back(r.first + i);
     done = r.exhausted;
   }
   CHECK(got.size() == K, "blocks: a fresh pass handed out %zu of %u objects", got.size(), K);
-  B.retire(seg);
+  B.end_pass(seg, c, at, fresh);
   std::uint32_t freed = 0;
   for (std::uint32_t i = 0; i < K; i += 2, ++freed) B.give_back(seg, i / 64, std::uint64_t{1} << (i % 64), 1);
-  CHECK(B.get(c) == seg, "blocks: a half-free block is not the next one its class gets");
+  CHECK(B.get(c, fresh) == seg && !fresh, "blocks: a half-free block is not the next one its class gets");
   B.start(seg, c);
   std::uint32_t again = 0;
-  for (bool done = false; !done;) {
-    const claim r = B.take(seg, c, 32);
+  at = 0;
+  for (bool done = false; !done; at += 32) {
+    const claim r = B.take(seg, c, at, 32, fresh);
     for (std::uint32_t i = 0; i < 32; ++i)
       if ((r.got >> i) & 1) {
         CHECK((r.first + i) % 2 == 0, "blocks: the second pass handed out live object %u", r.first + i);
@@ -163,11 +166,11 @@ void test_block_life(std::uint64_t heap_bytes, std::uint64_t bytes) {
     done = r.exhausted;
   }
   CHECK(again == freed, "blocks: the second pass handed out %u objects, %u were free", again, freed);
-  B.retire(seg);
+  B.end_pass(seg, c, at, fresh);
   for (std::uint32_t i = 0; i < K; ++i) B.give_back(seg, i / 64, std::uint64_t{1} << (i % 64), 1);
   for (std::uint32_t d = 0; d < span; ++d)
     CHECK(B.kind(seg + d) == kind_free, "blocks: a block with every object back is not released (segment %u)", d);
-  CHECK(B.get(c) == seg, "blocks: the released span is not the lowest free one again");
+  CHECK(B.get(c, fresh) == seg && fresh, "blocks: the released span is not the lowest free one again");
   std::printf("blocks: %" PRIu64 " B, a span of %u segments: a pass of %u objects, half freed and queued, a second "
               "pass of exactly those, released\n", bytes, span, K);
 }
@@ -180,20 +183,22 @@ void test_queued_at_retirement(std::uint64_t heap_bytes, std::uint64_t bytes) {
   const layout& L = gpualloc::state_of<gpualloc::strategies::sm_slab::state>(H.get()).L;
   const blocks B(L, H.get()->space.begin);
   const std::uint32_t c = class_of(bytes), K = L.objects(c);
-  const std::uint32_t seg = B.get(c);
+  bool fresh = false;
+  const std::uint32_t seg = B.get(c, fresh);
   B.start(seg, c);
   std::uint32_t taken = 0;
-  for (bool done = false; !done;) {
-    const claim r = B.take(seg, c, 32);
+  std::uint64_t at = 0;
+  for (bool done = false; !done; at += 32) {
+    const claim r = B.take(seg, c, at, 32, fresh);
     taken += gpualloc::detail::popcount(r.got);
     done = r.exhausted;
   }
   CHECK(taken == K, "blocks: a fresh pass handed out %u of %u objects", taken, K);
   const std::uint32_t back = K - K / 4 * 3;  // the count falls to Q1's threshold, K / 4 * 3
   for (std::uint32_t i = 0; i < back; ++i) B.give_back(seg, i / 64, std::uint64_t{1} << (i % 64), 1);
-  CHECK(B.get(c) != seg, "blocks: a block a slot holds was queued");
-  B.retire(seg);
-  CHECK(B.get(c) == seg, "blocks: a block retired with a quarter of it free was not queued (Q1)");
+  CHECK(B.get(c, fresh) != seg, "blocks: a block a slot holds was queued");
+  B.end_pass(seg, c, at, false);
+  CHECK(B.get(c, fresh) == seg && !fresh, "blocks: a block retired with a quarter of it free was not queued (Q1)");
   std::printf("blocks: %" PRIu64 " B: a block retired with %u of %u objects free is queued by its retirement\n",
               bytes, back, K);
 }
@@ -203,8 +208,7 @@ void test_queued_at_retirement(std::uint64_t heap_bytes, std::uint64_t bytes) {
 std::uint64_t held_by_slots(const layout& L, std::byte* arena, std::uint32_t skip, bool with_next) {
   const auto* pairs = reinterpret_cast<const slot_pair*>(arena + L.slots_offset);
   const auto span = [&](std::uint64_t w, std::uint32_t c) -> std::uint64_t {
-    const auto ref = static_cast<std::uint32_t>(w);
-    return ref == 0 || ref == ~0u ? 0 : std::uint64_t{1} << L.cls[c].span_log2;
+    return slot_word::segment(w) == no_segment ? 0 : std::uint64_t{1} << L.cls[c].span_log2;
   };
   std::uint64_t segments = 0;
   for (std::uint32_t c = 0; c < L.classes; ++c)

@@ -1,8 +1,9 @@
 // sm-slab's blocks: a span of 2^span_log2(c) segments (one, or up to 64 for
 // larger classes: layout.h says why) formatted for size class c is one block
 // of K = objects(c) objects, with a free bitmap (bit set = object free), a
-// cursor that hands out positions, a count of what is outstanding, and a
-// queue per class of blocks worth reusing (layout.h). The block's first
+// count of what is outstanding, and a queue per class of blocks worth
+// reusing (layout.h). A pass over the block hands out its positions 0..K-1
+// from the current word of the slot that holds it (sm_slab.h P1). The block's first
 // segment, its head, names it: its record, bitmap and queue entries are the
 // block's, its base is where object 0 lies; the other segments of the span
 // (tails) only say where their head is.
@@ -15,11 +16,6 @@
 //           is handed out (format: tails, then the head) and before the
 //           segments go back to the tree (release: tails, then the head);
 //           free() reads it (relaxed) to find an object's head and class.
-//   cursor  [class:6 | first:1 | position:25]. A pass over the block
-//           starts it at (c, 0); a claim adds the objects it wants and
-//           tries the bits of positions [before, before + n) below K, or in
-//           the block's first pass (`first` set: format, until retire)
-//           takes them without a bitmap (B1).
 //   holds   [ticket:32 | in_slot:1 | queued:1 | count:30].
 //           count = live objects + positions of the running pass not yet
 //           settled (a claimer settles its position when it got the bit,
@@ -29,30 +25,28 @@
 //
 // Invariants
 //  B1 The bitmap is the truth: an object belongs to whoever cleared its set
-//     bit (fetch-and), and goes back by setting it (fetch-or). The cursor
-//     only spreads claimers over the bits, so a stale or repeated position
+//     bit (fetch-and), and goes back by setting it (fetch-or). Positions
+//     only spread claimers over the bits, so a stale or repeated position
 //     can never hand an object out twice. Except in a block's first pass:
-//     format clears the bitmap and flags the cursor `first`, and a claimer
-//     of the class owns the positions its add got (each position is added
-//     past once). Whoever settles a first pass's position instead (B3,
-//     close) sets its bit, as a free does, so when retire clears the flag
-//     the bits are the truth again. (One atomic fewer per group on a fresh
-//     block. 2^20 requests on 16 GiB, H200, medians of 9, x `atomic`: 16 B
-//     2.57 -> 2.28 on a fresh heap and 2.13 -> 2.02 warm, 256 B 2.25 ->
-//     2.16 and 1.97 -> 1.81; 4 KiB 3.82 -> 3.86 and 4.52 -> 4.62.)
+//     format clears the bitmap, the slot word that starts the pass says
+//     `fresh`, and a claimer owns the positions its add got (each position
+//     is added past once). Whoever settles a first pass's position instead
+//     (end_pass) sets its bit, as a free does, so when the pass ends the bits
+//     are the truth again. (One atomic fewer per group on a fresh block.
+//     2^20 requests on 16 GiB, H200, medians of 9, x `atomic`: 16 B 2.57 ->
+//     2.28 on a fresh heap and 2.13 -> 2.02 warm, 256 B 2.25 -> 2.16 and
+//     1.97 -> 1.81; 4 KiB 3.82 -> 3.86 and 4.52 -> 4.62.)
 //  B2 A block is released (its span back to the tree, whole) only by the thread
 //     that moves `holds` to count 0 with no flag set, or that clears
 //     `queued` at count 0 (one compare-and-swap). Then no object is live, no
 //     position is unsettled and no slot or queue holds it, so no one is left
-//     who could touch its bits: every position below K was handed out (the
-//     cursor is past K) and settled, and a claimer that adds to the cursor
-//     later finds its positions past K, or finds another class's pass.
-//  B3 A claimer whose add came back with another class in the cursor (it read
-//     a slot before the block was released and formatted again) claims no
-//     bit and credits the positions it took from that pass (in a first
-//     pass, setting their bits: B1), so the pass still settles and its
-//     objects stay free. One with its own class takes part in whatever pass
-//     of that class is running: its objects have the size it wants.
+//     who could touch its bits.
+//  B3 A position is handed out only by an add on the current word of the
+//     slot that holds the block, and the add names the block and the
+//     position at once: no claim reaches a block whose pass has ended. The
+//     one that ends a pass replaces the word (an exchange, under the pair's
+//     lock: sm_slab.h P1), so it learns how many positions were taken and
+//     settles the others (end_pass) before the slot lets the block go.
 //  B4 count grows only when a pass starts (+K), and a pass starts only on a
 //     block a slot holds; a block nobody holds only loses count. So among
 //     the threads that lower an unheld block's count, exactly one reaches
@@ -78,7 +72,7 @@
 //     compare-and-swap that lost to a free dropped the entry of a block
 //     still queued, and that block served no request until all of it was
 //     free: 16 B blocks under churn ran out from 50% live.)
-//     The pass starts (+K, cursor at 0) only when a slot makes the block
+//     The pass starts (+K) only when a slot makes the block
 //     current, so a block waiting in `next` can be let go again untouched
 //     (sm_slab.h P4).
 //  Q2 A queued block whose last object comes back is released at once (B2),
@@ -109,8 +103,8 @@
 //     1.7x slower on an H200.)
 //
 // Memory ordering: a pass starts with `holds` and the bitmap written, then
-// the cursor stored with release (start); a claim's add is acquire, so the
-// claimer sees both. Bits: fetch-or release (the freer's writes go with the object),
+// the slot's current word exchanged with release (sm_slab.h); a claim's add
+// on it is acquire, so the claimer sees both. Bits: fetch-or release (the freer's writes go with the object),
 // fetch-and acquire. `holds`: every read-modify-write acq_rel (a free's
 // decrement on the device: release, and the releaser fences: free_decrement),
 // so the releaser is ordered after every free and settlement before it, and the
@@ -142,21 +136,12 @@ GPUALLOC_INLINE constexpr bool is_tail(std::uint32_t kind) { return (kind >> 30)
 GPUALLOC_INLINE constexpr std::uint32_t tail_class(std::uint32_t kind) { return kind >> 6 & 63; }
 GPUALLOC_INLINE constexpr std::uint32_t tail_offset(std::uint32_t kind) { return kind & 63; }
 static_assert(max_classes <= 64 && max_span_log2 <= 6, "a tail's kind holds its class and offset in 6 bits each");
-inline constexpr std::uint32_t no_segment = ~0u;
-
-inline constexpr std::uint32_t position_bits = 25;
-inline constexpr std::uint32_t position_mask = (1u << position_bits) - 1;
-inline constexpr std::uint32_t first_pass = 1u << position_bits;  // B1: the cursor owns the positions
-inline constexpr std::uint32_t class_shift = position_bits + 1;
-inline constexpr std::uint32_t no_class = 63;  // the cursor of a segment never formatted
 
 inline constexpr std::uint64_t count_mask = (std::uint64_t{1} << 30) - 1;
 inline constexpr std::uint64_t queued = std::uint64_t{1} << 30;
 inline constexpr std::uint64_t in_slot = std::uint64_t{1} << 31;
 inline constexpr std::uint64_t flags_and_count = (std::uint64_t{1} << 32) - 1;
 inline constexpr std::uint64_t one_ticket = std::uint64_t{1} << 32;
-
-GPUALLOC_INLINE std::uint32_t cursor_class(std::uint32_t cursor) { return cursor >> class_shift; }
 
 // What a claim of n <= 64 positions got: the first position, and the bits
 // (relative to it, lowest = first) of the objects it owns now.
@@ -178,71 +163,55 @@ class blocks {
     return detail::device_atomic<std::uint32_t>(record(seg).kind).load(detail::relaxed);
   }
 
-  // Claims up to n (<= 64) objects of class c from segment seg's running
-  // pass with one add on the cursor, and in a pass after the block's first
-  // one fetch-and per bitmap word the positions span (one or two: B1, B3);
-  // settles the positions it did not get.
-  GPUALLOC_HD claim take(std::uint32_t seg, std::uint32_t c, std::uint32_t n) const {
-    const std::uint32_t before =
-        detail::device_atomic<std::uint32_t>(record(seg).cursor).fetch_add(n, detail::acquire);
-    const std::uint32_t first = before & position_mask;
-    if (cursor_class(before) != c) {
-      credit_foreign(seg, before, n);
-      return {first, true, 0};
-    }
+  // Claims the objects at positions [at, at + n) of segment seg's running
+  // pass of class c, which an add on its slot's current word handed this
+  // thread (sm_slab.h P1): in a fresh pass all of them (B1), else those
+  // whose bits one fetch-and per bitmap word (one or two) finds free among
+  // the first 64; settles the positions it did not get.
+  GPUALLOC_HD claim take(std::uint32_t seg, std::uint32_t c, std::uint64_t at, std::uint32_t n, bool fresh) const {
     const std::uint32_t K = L_.objects(c);
-    if (first >= K) return {first, true, 0};
-    const std::uint32_t len = first + n <= K ? n : K - first;
-    if ((before & first_pass) != 0) return {first, first + n >= K, detail::low_bits(len)};
+    if (at >= K) return {K, true, 0};
+    const auto first = static_cast<std::uint32_t>(at);
+    const std::uint32_t len = n < K - first ? n : K - first;
+    if (fresh) return {first, n >= K - first, detail::low_bits(len)};
+    const std::uint32_t tried = len < 64 ? len : 64;  // a wide claim (sm_slab.h P5) skips the rest of its positions
     std::uint64_t* words = bitmap(seg);
     const std::uint32_t shift = first % 64;
-    const std::uint64_t mask0 = detail::low_bits(len) << shift;
+    const std::uint64_t mask0 = detail::low_bits(tried) << shift;
     std::uint64_t got = take_bits(words[first / 64], mask0) >> shift;
-    if (shift + len > 64) got |= take_bits(words[first / 64 + 1], detail::low_bits(shift + len - 64)) << (64 - shift);
+    if (shift + tried > 64)
+      got |= take_bits(words[first / 64 + 1], detail::low_bits(shift + tried - 64)) << (64 - shift);
     const std::uint32_t missed = len - detail::popcount(got);
     if (missed != 0) settle_missed(seg, missed);
-    return {first, first + n >= K, got};
+    return {first, n >= K - first, got};
   }
 
-  // Whether seg's pass of class c has positions left (a load: no add, so
-  // requests that find every block exhausted do not keep adding to cursors).
-  GPUALLOC_HD bool open(std::uint32_t seg, std::uint32_t c) const {
-    const std::uint32_t cursor = detail::device_atomic<std::uint32_t>(record(seg).cursor).load(detail::relaxed);
-    return cursor_class(cursor) == c && (cursor & position_mask) < L_.objects(c);
-  }
-
-  // The class of seg's pass (no_class for a segment never formatted).
-  GPUALLOC_HD std::uint32_t pass_class(std::uint32_t seg) const {
-    return cursor_class(detail::device_atomic<std::uint32_t>(record(seg).cursor).load(detail::relaxed));
-  }
-
-  // Whether every object of seg's pass of class c is free: its count is
-  // only the positions nobody was handed yet. A hint (claims race with it).
-  GPUALLOC_HD bool idle(std::uint32_t seg, std::uint32_t c) const {
-    const std::uint32_t cursor = detail::device_atomic<std::uint32_t>(record(seg).cursor).load(detail::relaxed);
-    const std::uint32_t position = cursor & position_mask, K = L_.objects(c);
-    if (cursor_class(cursor) != c) return false;
-    return (holds(seg).load(detail::relaxed) & count_mask) == (position < K ? K - position : 0);
-  }
-
-  // Ends seg's running pass of class c before it reached K (its slot lets
-  // it go: sm_slab.h P6): the cursor moves past K, so later claims find it
-  // exhausted, and the positions nobody was handed are settled here. The
-  // caller holds the slot, so the pass is c's and the block stays held (no
-  // transition of dropped() can happen here). In a first pass the settled
-  // positions' bits become free too (B1), unless no object is live: then the
-  // slot's retirement releases the block (B2) and its next format writes
-  // the bitmap anyway. (Always freeing them made P6's sweep, one thread
-  // walking every slot, write a word per 64 objects of every idle block,
-  // and a 4 GiB heap cleared of mixed sizes then served 1 MiB requests up
-  // to 41 % of it; now 97-98 %, as without the first pass; H200.)
-  GPUALLOC_HD void close(std::uint32_t seg, std::uint32_t c) const {
+  // Whether every object of seg's pass of class c, `taken` positions into
+  // it, is free: its count is only the positions nobody was handed yet. A
+  // hint (claims race with it).
+  GPUALLOC_HD bool idle(std::uint32_t seg, std::uint32_t c, std::uint64_t taken) const {
     const std::uint32_t K = L_.objects(c);
-    const std::uint32_t before = detail::device_atomic<std::uint32_t>(record(seg).cursor).fetch_add(K, detail::acq_rel);
-    const std::uint32_t first = before & position_mask;
-    if (first >= K) return;
-    const std::uint64_t after = holds(seg).fetch_sub(K - first, detail::acq_rel) - (K - first);
-    if ((before & first_pass) != 0 && (after & count_mask) != 0) free_positions(seg, first, K);
+    return (holds(seg).load(detail::relaxed) & count_mask) == (taken < K ? K - taken : 0);
+  }
+
+  // A slot lets go of seg, current in a pass of class c that handed out
+  // `taken` positions (the final position of the word it replaced:
+  // sm_slab.h P1). Positions nobody was handed are settled here, in a fresh
+  // pass with their bits set (B1) unless no object is live: then the
+  // retirement releases the block (B2) and its next format writes the
+  // bitmap anyway. (Always setting them made P6's sweep, one thread walking
+  // every slot, write a word per 64 objects of every idle block, and a 4 GiB
+  // heap cleared of mixed sizes then served 1 MiB requests up to 41 % of it;
+  // then 97-98 %; H200.) The slot still holds the block while it settles,
+  // so no one releases it meanwhile.
+  GPUALLOC_HD void end_pass(std::uint32_t seg, std::uint32_t c, std::uint64_t taken, bool fresh) const {
+    const std::uint32_t K = L_.objects(c);
+    if (taken < K) {
+      const auto rest = static_cast<std::uint32_t>(K - taken);
+      const std::uint64_t after = holds(seg).fetch_sub(rest, detail::acq_rel) - rest;
+      if (fresh && (after & count_mask) != 0) free_positions(seg, static_cast<std::uint32_t>(taken), K);
+    }
+    retire(seg);
   }
 
   // Objects whose bits lanes of one group set again in word w of seg's
@@ -284,14 +253,15 @@ class blocks {
   GPUALLOC_HD sweep_state& sweeps() const { return *reinterpret_cast<sweep_state*>(arena_ + L_.sweeps_offset); }
 
   // A block for a slot of class c: a queued one (Q1, Q3) or a fresh span
-  // (its head), held by the slot, its pass not started (its cursor is past
-  // its K, B2). no_segment when the class has none and the tree no free span.
+  // (its head, `fresh`), held by the slot, its pass not started (B3).
+  // no_segment when the class has none and the tree no free span.
   // Spans are aligned runs searched from search_start; SMs that meet in a
   // word take different runs of it (the SM id is the salt). Out of line:
   // refill and prefetch share one copy (registers, sm_slab.h).
-  __attribute__((noinline)) GPUALLOC_HD std::uint32_t get(std::uint32_t c) const {
+  __attribute__((noinline)) GPUALLOC_HD std::uint32_t get(std::uint32_t c, bool& fresh) const {
     std::uint32_t seg = dequeue(c);
-    if (seg == no_segment) {
+    fresh = seg == no_segment;
+    if (fresh) {
       const std::uint32_t k = L_.cls[c].span_log2;
       seg = tree().claim_aligned_from(search_start(k), k, detail::sm_id());
       if (seg == detail::bit_tree::none) return no_segment;
@@ -346,15 +316,11 @@ class blocks {
   static constexpr std::uint32_t scavenge_window = 64;  // segments: a multiple of the largest span
   static_assert(scavenge_window % (1u << max_span_log2) == 0);
 
-  // A pass over slot-held block seg of class c: K positions to settle, the
-  // cursor at 0 (its `first` flag kept: B1). Returns the count before: the
-  // live objects (and positions of its last pass a straggler has yet to
-  // settle).
+  // A pass over slot-held block seg of class c: K positions to settle.
+  // Returns the count before: the live objects (and positions of its last
+  // pass a straggler has yet to settle).
   GPUALLOC_HD std::uint32_t start(std::uint32_t seg, std::uint32_t c) const {
-    const std::uint64_t before = holds(seg).fetch_add(L_.objects(c), detail::acq_rel);
-    detail::device_atomic<std::uint32_t> cursor(record(seg).cursor);
-    cursor.store(c << class_shift | (cursor.load(detail::relaxed) & first_pass), detail::release);
-    return static_cast<std::uint32_t>(before & count_mask);
+    return static_cast<std::uint32_t>(holds(seg).fetch_add(L_.objects(c), detail::acq_rel) & count_mask);
   }
 
   // Objects a claim at `first` got and nobody wants (bits relative to first): back.
@@ -366,10 +332,8 @@ class blocks {
       give_back(seg, w + 1, high, detail::popcount(high));
   }
 
-  // A slot lets go of seg (replaced with its pass past K, or never started):
-  // its next pass, if any, reads the bitmap (B1).
+  // A slot lets go of seg, its pass ended (end_pass) or never started.
   GPUALLOC_HD void retire(std::uint32_t seg) const {
-    detail::device_atomic<std::uint32_t>(record(seg).cursor).fetch_and(~first_pass, detail::relaxed);
     dropped(seg, holds(seg).fetch_sub(in_slot, detail::acq_rel) - in_slot, in_slot);
   }
 
@@ -392,7 +356,6 @@ class blocks {
     for (std::uint64_t seg = t; seg < L_.segments; seg += threads) {
       segment_record& r = record(static_cast<std::uint32_t>(seg));
       r.holds = 0;
-      r.cursor = no_class << class_shift;
       r.kind = kind_free;
     }
     for (std::uint64_t i = t; i < L_.tree.words; i += threads)
@@ -457,18 +420,6 @@ class blocks {
                                                                          detail::relaxed);
       p = stop;
     }
-  }
-
-  // B3: an add of n that came back as `before` from another class's pass.
-  __attribute__((noinline)) GPUALLOC_HD void credit_foreign(std::uint32_t seg, std::uint32_t before,
-                                                            std::uint32_t n) const {
-    const std::uint32_t c = cursor_class(before), first = before & position_mask;
-    if (c >= L_.classes) return;
-    const std::uint32_t K = L_.objects(c);
-    if (first >= K) return;
-    const std::uint32_t len = n < K - first ? n : K - first;
-    if ((before & first_pass) != 0) free_positions(seg, first, first + len);  // B1
-    settle_missed(seg, len);
   }
 
   // A free's decrement of `holds` releases; only on the host does it also
@@ -553,17 +504,15 @@ class blocks {
   }
 
   // A fresh span (from the tree, seg its head) becomes a block of class c,
-  // held by a slot, its bitmap clear and its cursor flagged for the first
-  // pass (B1), past K until start. Tails keep their holds and cursor as they were at their
-  // last release (count 0, no flag, cursor past K): a stale queue entry or
-  // claimer that reaches one touches nothing (B2, B3, Q1).
+  // held by a slot, its bitmap clear for its first pass (B1). Tails keep
+  // their holds as they were at their last release (count 0, no flag): a
+  // stale queue entry that reaches one touches nothing (Q1).
   GPUALLOC_HD void format(std::uint32_t seg, std::uint32_t c) const {
     const std::uint32_t K = L_.objects(c);
     for (std::uint32_t d = 1; d < (1u << L_.cls[c].span_log2); ++d)
       detail::device_atomic<std::uint32_t>(record(seg + d).kind).store(tail_kind(c, d), detail::relaxed);
     std::uint64_t* words = bitmap(seg);
     for (std::uint32_t w = 0; w * 64 < K; ++w) detail::device_atomic<std::uint64_t>(words[w]).store(0, detail::relaxed);
-    detail::device_atomic<std::uint32_t>(record(seg).cursor).store(c << class_shift | first_pass | K, detail::relaxed);
     detail::device_atomic<std::uint32_t>(record(seg).kind).store(c, detail::relaxed);
     const std::uint64_t ticket = (holds(seg).load(detail::relaxed) >> 32) + 1;
     holds(seg).store(ticket << 32 | in_slot, detail::release);  // Q3: the kinds before the ticket

@@ -103,6 +103,7 @@ inline constexpr std::uint32_t span_objects = 512;     // objects a block should
 inline constexpr std::uint32_t span_objects_most = 2048;  // and up to this many, within span_bytes
 inline constexpr std::uint64_t span_bytes = std::uint64_t{1} << 20;
 inline constexpr std::uint32_t max_span_log2 = 6;      // 64 segments: one word of the segment tree
+inline constexpr std::uint32_t max_segments = (1u << 24) - 2;  // a slot word names segment + 1 in 24 bits, not all ones
 
 // The most the slots' blocks may hold (slots, at the top): half the arena
 // up to 1 GiB, twice it from 4 GiB, and arena / 2 GiB times it between
@@ -137,10 +138,9 @@ GPUALLOC_INLINE constexpr std::uint64_t objects_wanted(std::uint64_t size) {
 
 // Per segment (blocks.h).
 struct segment_record {
-  std::uint64_t holds;   // [ticket:32 | in_slot:1 | queued:1 | count:30]
-  std::uint32_t cursor;  // [class:6 | position:26]
-  std::uint32_t kind;    // kind_free, a class, kind_run | segments in the run, or tail_kind(class, d) (blocks.h)
-  std::uint8_t padding[16];
+  std::uint64_t holds;  // [ticket:32 | in_slot:1 | queued:1 | count:30]
+  std::uint32_t kind;   // kind_free, a class, kind_run | segments in the run, or tail_kind(class, d) (blocks.h)
+  std::uint8_t padding[20];
 };
 static_assert(sizeof(segment_record) == 32);
 
@@ -152,11 +152,50 @@ struct sweep_state {
   std::uint64_t barren_until;   // detail::now_ns() before which no sweep starts
 };
 
-// The current and the next block of one class on one SM (sm_slab.h).
+// The current and the next block of one class on one SM (sm_slab.h P1).
 struct slot_pair {
-  std::uint64_t current;  // [sequence:32 | segment + 1:32], 0 in the segment part: none
-  std::uint64_t next;     // the same, or [sequence | busy]: its holder owns the pair
+  std::uint64_t current;  // [position:32 | block], position in units of 2^width positions of its pass
+  std::uint64_t next;     // [sequence:32 | block], or [sequence:32 | busy]: its holder owns the pair
 };
+
+// A slot word's low half, its block: [sequence:5 | fresh:1 | width:2 |
+// segment + 1:24] (segment part 0: none; all ones: busy, `next` only).
+// fresh: the block was formatted for this pass (blocks.h B1); width: a
+// claim of n lanes takes n << width positions (sm_slab.h P5). The high
+// half of `current` is its pass's position in units of 2^width positions.
+inline constexpr std::uint32_t no_segment = ~0u;
+namespace slot_word {
+inline constexpr std::uint32_t segment_part = (1u << 24) - 1;
+inline constexpr std::uint32_t busy = ~0u;
+inline constexpr std::uint32_t width_shift = 24, fresh_bit = 1u << 26, sequence_shift = 27;
+inline constexpr std::uint32_t position_shift = 32;
+
+// The segment a word names, or no_segment (none, or busy).
+GPUALLOC_INLINE constexpr std::uint32_t segment(std::uint64_t w) {
+  const auto ref = static_cast<std::uint32_t>(w) & segment_part;
+  return ref == 0 || ref == segment_part ? no_segment : ref - 1;
+}
+GPUALLOC_INLINE constexpr std::uint32_t width(std::uint64_t w) { return static_cast<std::uint32_t>(w) >> width_shift & 3; }
+GPUALLOC_INLINE constexpr bool fresh(std::uint64_t w) { return (static_cast<std::uint32_t>(w) & fresh_bit) != 0; }
+GPUALLOC_INLINE constexpr bool is_busy(std::uint64_t w) { return static_cast<std::uint32_t>(w) == busy; }
+// Which install of a block a current word is: claims change only its position.
+GPUALLOC_INLINE constexpr std::uint32_t install(std::uint64_t w) { return static_cast<std::uint32_t>(w); }
+// Positions of current's pass that claims took (past the block's objects once it is exhausted).
+GPUALLOC_INLINE constexpr std::uint64_t taken(std::uint64_t w) { return (w >> position_shift) << width(w); }
+
+GPUALLOC_INLINE constexpr std::uint32_t block(std::uint32_t seg, std::uint32_t width, bool fresh) {
+  return (fresh ? fresh_bit : 0) | width << width_shift | (seg == no_segment ? 0 : seg + 1);
+}
+// A current word after `old`: its sequence advanced, a pass about to start (position 0).
+GPUALLOC_INLINE constexpr std::uint64_t current(std::uint64_t old, std::uint32_t seg, std::uint32_t width, bool fresh) {
+  return ((static_cast<std::uint32_t>(old) >> sequence_shift) + 1) << sequence_shift | block(seg, width, fresh);
+}
+// A next word after `old` (its sequence advanced) naming seg or none, or busy.
+GPUALLOC_INLINE constexpr std::uint64_t next(std::uint64_t old, std::uint32_t seg, bool fresh) {
+  return ((old >> 32) + 1) << 32 | block(seg, 0, fresh);
+}
+GPUALLOC_INLINE constexpr std::uint64_t next_busy(std::uint64_t old) { return ((old >> 32) + 1) << 32 | busy; }
+}  // namespace slot_word
 
 struct class_info {
   std::uint32_t first_slot;  // the class's first slot pair
@@ -257,7 +296,8 @@ struct layout {
     const std::uint64_t bitmap_bytes = sizeof(std::uint64_t) << L.bitmap_words_log2;
     const std::uint64_t per_segment =
         L.segment_bytes() + sizeof(segment_record) + bitmap_bytes + L.classes * sizeof(std::uint32_t);
-    for (std::uint64_t g = arena_bytes / per_segment + 1; g-- > 0;) {
+    const std::uint64_t most = arena_bytes / per_segment < max_segments ? arena_bytes / per_segment : max_segments;
+    for (std::uint64_t g = most + 1; g-- > 0;) {
       if (g == 0) break;
       L.segments = static_cast<std::uint32_t>(g);
       L.tree = detail::bit_tree_layout::make(L.segments);

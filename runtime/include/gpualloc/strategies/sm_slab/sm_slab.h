@@ -1,8 +1,9 @@
 // sm-slab: this project's own slab allocator, built to be the default. Full
 // reuse at close to the cost of a warp-aggregated bump pointer: one
-// fetch-add per group of lanes on the fast path (and one fetch-and on a
-// block in its second pass or later), one fetch-or and one subtraction per
-// group and bitmap word on free.
+// fetch-add per group of lanes on the fast path, on a word that names the
+// block and the position at once (P1), and one fetch-and on a block in its
+// second pass or later; one fetch-or and one subtraction per group and
+// bitmap word on free.
 //
 // Learnt from Gallatin (McCoy & Pandey 2024: segments in a 64-ary bit tree,
 // per-SM block buffers, one atomic per warp and size class) and LLVM libc's
@@ -14,16 +15,16 @@
 // blocks.h search_start). A block is one segment, or for larger classes an
 // aligned span of up to 64 (so that it holds ~512 objects: layout.h),
 // formatted for a size class c (16 B .. half a segment): K objects, a free
-// bitmap, a cursor and a count, all in its first segment's record
-// (blocks.h). Per class and SM a slot pair holds the current block
-// and the next one. Spans add nothing to the fast path: slots, cursors and
+// bitmap and a count, in its first segment's record (blocks.h). Per class
+// and SM a slot pair holds the current block, with the position of its
+// pass, and the next one. Spans add nothing to the fast path: slots and
 // object addresses name the head; only free() of an object in a span's
 // tail loads one more kind.
 //
 // malloc(bytes):
 //  - up to half a segment: its class c (16, 32, 48, 64, 80, 96 ... B: layout.h). The lanes of one
-//    class form a group; its leader adds the group's size to the current
-//    block's cursor and clears the bits of the positions it got (one
+//    class form a group; its leader adds the group's size to its SM's
+//    current word (P1) and clears the bits of the positions it got (one
 //    fetch-and per word: one or two; none in a fresh block's first pass,
 //    whose positions are all free: blocks.h B1); lanes take the objects
 //    whose bits were free, in rank order. Lanes left over (the block ran
@@ -42,18 +43,28 @@
 // nothing else (Q3), and go back to the tree when all of it is (B2).
 //
 // Slot pair (slot_pair, layout.h):
-//  P1 `next` is also the pair's lock: whoever moves it from a block or
-//     `empty` to `busy` (one compare-and-swap) owns the pair until it
-//     stores `next` again, and is the only one that changes `current`.
-//     A slot word is [sequence:30 | width:2 | segment + 1:32] (0: none).
-//     Every store advances the word's sequence, so a thread that saw a
-//     current block exhausted replaces that very install, never a later
-//     one of the same segment (ABA).
+//  P1 `current` is [position:32 | block]: a claim adds its lanes to the
+//     position with one fetch-add, which returns the block (segment, width,
+//     whether it is fresh: layout.h slot_word) and the positions it got
+//     together. (Against a cursor in the block's record, which a claim
+//     reached after loading `current`: 2^20 requests of one size, 16 B to
+//     8 KiB, took the same time within 4 %; 16 B churn on 2 GiB ran a round
+//     in 112 ms instead of 554 at 95 % live, 51 instead of 192 at 90 %;
+//     H200.) `next` is also the pair's lock: whoever moves it from a block
+//     or `empty` to `busy` (one compare-and-swap) owns the pair until it
+//     stores `next` again, and is the only one that changes current's
+//     block half. It does so with an exchange, so it learns the final
+//     position of the pass it ends and settles the positions nobody took
+//     (blocks.h B3, end_pass). Every install advances the block half's
+//     sequence (5 bits), so a thread that saw a pass exhausted replaces
+//     that install, not a later one of the same block; where the sequence
+//     wraps, it ends a later pass early, which the exchange settles like
+//     any other.
 //  P2 A refill, under the lock and only if `current` still holds the block
 //     its caller found exhausted: `next`'s block, else a queued or fresh
 //     one (blocks.h get), becomes current, and the old block is retired.
 //     With no block left, current becomes empty (the exhausted block is
-//     retired: later requests stop adding to its cursor) and malloc sweeps
+//     retired: later adds land on a word that names none) and malloc sweeps
 //     (P6), then tries the other slots of its class, then says NULL. A
 //     refill that finds current so empty, no block in any `next` (P4's
 //     count), its class's queue empty and the tree empty says so without
@@ -77,18 +88,20 @@
 //     (2,054 on 4 GiB and 132 SMs; 4,928 with half the arena in slots).
 //  P5 A block started with many objects live (reused from its queue) gets a
 //     width in its current word: a group of n lanes claims n << width
-//     positions (at most 64, two bitmap words), so it still finds about n
-//     free objects in one add; the leader gives back what it got beyond n
-//     (a fetch-or and a subtraction, on such blocks only). The width comes
+//     positions (it tries the first 64, two bitmap words, and settles the
+//     rest untried: blocks.h take), so it still finds about n free objects
+//     in one add; the leader gives back what it got beyond n (a fetch-or and
+//     a subtraction, on such blocks only). A lane alone claims 2^width. The width comes
 //     from the block's free share when its pass starts: 0 from 3/4 free
 //     (fresh blocks), 1 from 3/8, else 2.
 //  P6 A lane alone whose refill found no block, and a run that found no
 //     room, sweep once before they give up: every slot pair's `next` block
 //     goes back (as in P4), and so does the current block of every other
 //     class that holds no live object (blocks.h idle), each under its
-//     pair's lock (taken only while free: a held pair is in use): its pass
-//     ends (blocks.h close), current becomes empty and marked closed, the
-//     block is retired and its span goes back to the tree. So a class that
+//     pair's lock (taken only while free: a held pair is in use): current
+//     is exchanged for an empty word marked closed, the pass is settled and
+//     the block retired (blocks.h end_pass), and its span goes back to the
+//     tree. So a class that
 //     runs the heap dry gets back what other classes' idle blocks held, and
 //     the slots may buffer more than the heap could spare at once (layout.h
 //     slot_budget). A closed current word, unlike the empty one a refill
@@ -111,13 +124,21 @@
 // sync() before the leader's release orders every lane's writes before it.
 //
 // Rare paths (refill, prefetch, lanes alone, runs, settlements of missed
-// positions and the count's transitions) are out of line. Registers (ptxas,
-// the benchmark's allocation kernels folded to this strategy, sm_90, before
-// spans): 100 to 122 (Gallatin: 85 to 109), set by the slow paths, not the
-// fast one (27 with them stubbed out). Taking get out of line and giving it
-// one call site in refill took them from 110 to 100; inlining refill into
-// the lane-alone path, or release into its callers, made them worse. Spans
-// add the aligned run search inside get (inlined there: bit_tree.h says why).
+// positions and the count's transitions) are out of line. Registers: a
+// call does not give the caller's registers to the callee; ptxas keeps the
+// values live across it in registers of their own, so a kernel needs the
+// sum of the frames along its deepest call chain (a kernel that calls one
+// function alone, ptxas 13.0, sm_90: take_for_group, made out of line, 86;
+// refill 56; get 38; the front end adds about 30). The benchmark's allocation kernel runs with 124 (ncu, H200,
+// the joined module), two blocks of 256 threads per SM where `atomic`'s 61
+// allow four. Capping the module at 64 (--maxrregcount at compile time,
+// which spills around the slow calls) took 16 B requests from 2.03x to
+// 1.86x `atomic` but 256 B from 1.82x to 2.66x, and examples/divisors'
+// allocating kernel from 5.58 to 3.48 ms (`atomic`: 2.00). Taking get out
+// of line and giving it one call site in refill took the count from 110 to
+// 100 (before spans); inlining refill into the lane-alone path, or release
+// into its callers, made it worse. Spans add the aligned run search inside
+// get (inlined there: bit_tree.h says why).
 #pragma once
 
 #include <cstdint>
@@ -201,9 +222,6 @@ struct sm_slab {
   }
 
  private:
-  static constexpr std::uint32_t busy = ~0u;
-  static constexpr std::uint32_t sequence_shift = 34;  // slot word: [sequence:30 | width:2 | segment + 1:32]
-
   GPUALLOC_HD static sm_slab_parts::slot_pair& pair(const sm_slab_parts::layout& L, std::byte* arena, std::uint32_t c) {
     const std::uint32_t i = L.cls[c].first_slot + (detail::sm_id() & L.cls[c].slot_mask);
     return reinterpret_cast<sm_slab_parts::slot_pair*>(arena + L.slots_offset)[i];
@@ -211,27 +229,23 @@ struct sm_slab {
   GPUALLOC_HD static detail::device_atomic<std::uint64_t> word(std::uint64_t& w) {
     return detail::device_atomic<std::uint64_t>(w);
   }
-  // The segment a slot word names, or none (empty or busy).
-  GPUALLOC_HD static std::uint32_t segment_of(std::uint64_t w) {
-    const auto ref = static_cast<std::uint32_t>(w);
-    return ref == 0 || ref == busy ? sm_slab_parts::no_segment : ref - 1;
-  }
-  // The word after `old` (the sequence advanced) naming seg (or none), whose
-  // claims take n << width positions (P5).
-  GPUALLOC_HD static std::uint64_t slot_word(std::uint64_t old, std::uint32_t seg, std::uint32_t width = 0) {
-    return ((old >> sequence_shift) + 1) << sequence_shift | std::uint64_t{width} << 32 |
-           (seg == sm_slab_parts::no_segment ? 0 : seg + 1);
-  }
-  GPUALLOC_HD static std::uint64_t busy_word(std::uint64_t old) {
-    return ((old >> sequence_shift) + 1) << sequence_shift | busy;
-  }
-  GPUALLOC_HD static std::uint32_t width_of(std::uint64_t w) { return static_cast<std::uint32_t>(w >> 32) & 3; }
   // An empty current word that P6 left (width 3): unlike the empty word a
   // refill that found nothing leaves, it says nothing about the heap, so a
   // request that finds it refills instead of giving up.
   static constexpr std::uint32_t closed_width = 3;
   GPUALLOC_HD static bool closed(std::uint64_t w) {
-    return segment_of(w) == sm_slab_parts::no_segment && width_of(w) == closed_width;
+    return sm_slab_parts::slot_word::segment(w) == sm_slab_parts::no_segment &&
+           sm_slab_parts::slot_word::width(w) == closed_width;
+  }
+  // P1: a claim of n units (2^width positions each) on P's current pass; the add names block and positions.
+  GPUALLOC_HD static std::uint64_t add_claim(sm_slab_parts::slot_pair& P, std::uint32_t n) {
+    return word(P.current).fetch_add(std::uint64_t{n} << sm_slab_parts::slot_word::position_shift, detail::acquire);
+  }
+  // The objects the add that returned `seen` (on a word naming seg) handed out: n units of its pass.
+  GPUALLOC_HD static sm_slab_parts::claim take(const sm_slab_parts::blocks& B, std::uint64_t seen, std::uint32_t seg,
+                                               std::uint32_t c, std::uint32_t n) {
+    using namespace sm_slab_parts;
+    return B.take(seg, c, slot_word::taken(seen), n << slot_word::width(seen), slot_word::fresh(seen));
   }
   // P5: the width for a block with `live` of its K objects live at its start.
   GPUALLOC_HD static std::uint32_t width_for(std::uint32_t live, std::uint32_t K) {
@@ -249,14 +263,14 @@ struct sm_slab {
     sm_slab_parts::slot_pair& P = pair(L, arena, c);
     const std::uint32_t half = L.objects(c) / 2;
     for (;;) {
-      const std::uint64_t seen = word(P.current).load(detail::relaxed);
-      const std::uint32_t seg = segment_of(seen);
+      const std::uint64_t seen = add_claim(P, n);
+      const std::uint32_t seg = slot_word::segment(seen);
       if (seg != no_segment) {
-        const std::uint32_t wide = n << width_of(seen), m = wide < 64 ? wide : 64;
-        claim r = B.take(seg, c, m);
-        if (r.first < half && r.first + m >= half) prefetch(L, arena, c, P);
+        claim r = take(B, seen, seg, c, n);
+        const std::uint64_t at = slot_word::taken(seen);
+        if (at < half && at + (n << slot_word::width(seen)) >= half) prefetch(L, arena, c, P);
         if (r.exhausted && !refill(L, arena, c, P, seen) && r.got == 0) return 0;
-        if (m > n && detail::popcount(r.got) > n) r.got = keep_lowest(B, seg, r, n);
+        if (detail::popcount(r.got) > n) r.got = keep_lowest(B, seg, r, n);
         if (r.got != 0) {
           got = r.got;
           return std::uint64_t{seg} << 32 | r.first;
@@ -287,35 +301,40 @@ struct sm_slab {
     const blocks B(L, arena);
     detail::backoff wait;
     for (;;) {
-      if (word(P.current).load(detail::relaxed) != seen) return true;  // someone else refilled: look again
-      if (segment_of(seen) == no_segment && !closed(seen) && B.looks_exhausted(c) &&
+      if (slot_word::install(word(P.current).load(detail::relaxed)) != slot_word::install(seen))
+        return true;  // someone else refilled: look again
+      if (slot_word::segment(seen) == no_segment && !closed(seen) && B.looks_exhausted(c) &&
           detail::device_atomic<std::int64_t>(next_blocks(L, arena).value).load(detail::relaxed) <= 0)
         return false;  // P2: a refill found nothing, and nothing has come back since
       std::uint64_t nxt = word(P.next).load(detail::relaxed);
-      if (static_cast<std::uint32_t>(nxt) == busy ||
-          !word(P.next).compare_exchange_strong(nxt, busy_word(nxt), detail::acquire, detail::relaxed)) {
+      if (slot_word::is_busy(nxt) ||
+          !word(P.next).compare_exchange_strong(nxt, slot_word::next_busy(nxt), detail::acquire, detail::relaxed)) {
         wait.pause();
         continue;
       }
       const std::uint64_t now = word(P.current).load(detail::relaxed);
-      std::uint32_t spare = segment_of(nxt);  // what `next` holds when the lock goes
-      bool installed = segment_of(now) != no_segment || closed(now);
-      if (now == seen) {
+      std::uint32_t spare = slot_word::segment(nxt);  // what `next` holds when the lock goes
+      bool installed = slot_word::segment(now) != no_segment || closed(now);
+      if (slot_word::install(now) == slot_word::install(seen)) {
         std::uint32_t seg = spare;
+        bool fresh = slot_word::fresh(nxt);
         for (bool reclaimed = false; seg == no_segment; reclaimed = true) {  // one call site of get: registers
-          seg = B.get(c);
+          seg = B.get(c, fresh);
           if (seg != no_segment || reclaimed || !reclaim_next_blocks(L, arena)) break;  // P4
         }
         spare = no_segment;
         installed = seg != no_segment;
         const std::uint32_t width = installed ? width_for(B.start(seg, c), L.objects(c)) : 0;
-        if (installed || segment_of(seen) != no_segment || closed(seen)) {
-          word(P.current).store(slot_word(seen, seg, width), detail::release);
-          if (segment_of(seen) != no_segment) B.retire(segment_of(seen));
+        if (installed || slot_word::segment(seen) != no_segment || closed(seen)) {
+          const std::uint64_t old =
+              word(P.current).exchange(slot_word::current(seen, seg, width, fresh && installed), detail::acq_rel);
+          if (slot_word::segment(old) != no_segment)
+            B.end_pass(slot_word::segment(old), c, slot_word::taken(old), slot_word::fresh(old));
         }
       }
-      if (spare == no_segment && segment_of(nxt) != no_segment) next_blocks(L, arena).add(-1);
-      word(P.next).store(slot_word(busy_word(nxt), spare), detail::release);
+      if (spare == no_segment && slot_word::segment(nxt) != no_segment) next_blocks(L, arena).add(-1);
+      word(P.next).store(slot_word::next(slot_word::next_busy(nxt), spare, spare != no_segment && slot_word::fresh(nxt)),
+                         detail::release);
       return installed;
     }
   }
@@ -325,10 +344,13 @@ struct sm_slab {
                                                              std::uint32_t c, sm_slab_parts::slot_pair& P) {
     std::uint64_t nxt = word(P.next).load(detail::relaxed);
     if (static_cast<std::uint32_t>(nxt) != 0 ||
-        !word(P.next).compare_exchange_strong(nxt, busy_word(nxt), detail::acquire, detail::relaxed))
+        !word(P.next).compare_exchange_strong(nxt, sm_slab_parts::slot_word::next_busy(nxt), detail::acquire,
+                                              detail::relaxed))
       return;
-    const std::uint32_t seg = sm_slab_parts::blocks(L, arena).get(c);
-    word(P.next).store(slot_word(busy_word(nxt), seg), detail::release);
+    bool fresh = false;
+    const std::uint32_t seg = sm_slab_parts::blocks(L, arena).get(c, fresh);
+    word(P.next).store(sm_slab_parts::slot_word::next(sm_slab_parts::slot_word::next_busy(nxt), seg, fresh),
+                       detail::release);
     if (seg != sm_slab_parts::no_segment) next_blocks(L, arena).add(1);
   }
 
@@ -340,14 +362,15 @@ struct sm_slab {
     const blocks B(L, arena);
     sm_slab_parts::slot_pair& P = pair(L, arena, c);
     for (bool swept = false;;) {
-      const std::uint64_t seen = word(P.current).load(detail::relaxed);
-      const std::uint32_t seg = segment_of(seen);
+      const std::uint64_t seen = add_claim(P, 1);
+      const std::uint32_t seg = slot_word::segment(seen);
       if (seg != no_segment) {
-        const claim r = B.take(seg, c, 1);
+        const claim r = take(B, seen, seg, c, 1);
         if (r.exhausted) refill(L, arena, c, P, seen);
-        if (r.got != 0) return B.object(seg, c, r.first);
+        if (r.got != 0) return one_object(B, seg, c, r);
         if (!r.exhausted) continue;
-        if (const std::uint64_t now = word(P.current).load(detail::relaxed); segment_of(now) != no_segment || closed(now))
+        if (const std::uint64_t now = word(P.current).load(detail::relaxed);
+            slot_word::segment(now) != no_segment || closed(now))
           continue;
       } else if (refill(L, arena, c, P, seen)) {
         continue;
@@ -376,14 +399,25 @@ struct sm_slab {
     using namespace sm_slab_parts;
     const blocks B(L, arena);
     auto* pairs = reinterpret_cast<sm_slab_parts::slot_pair*>(arena + L.slots_offset);
+    const std::uint32_t K = L.objects(c);
     for (std::uint32_t i = L.cls[c].first_slot; i <= L.cls[c].first_slot + L.cls[c].slot_mask; ++i) {
-      const std::uint32_t seg = segment_of(word(pairs[i].current).load(detail::relaxed));
-      while (seg != no_segment && B.open(seg, c)) {
-        const claim r = B.take(seg, c, 1);
-        if (r.got != 0) return B.object(seg, c, r.first);
+      for (std::uint64_t w = word(pairs[i].current).load(detail::relaxed);
+           slot_word::segment(w) != no_segment && slot_word::taken(w) < K;
+           w = word(pairs[i].current).load(detail::relaxed)) {  // a load first: exhausted passes get no adds
+        const std::uint64_t seen = add_claim(pairs[i], 1);
+        const std::uint32_t seg = slot_word::segment(seen);
+        if (seg == no_segment) break;
+        if (const claim r = take(B, seen, seg, c, 1); r.got != 0) return one_object(B, seg, c, r);
       }
     }
     return nullptr;
+  }
+
+  // The object of a one-lane claim: the lowest it got (a wide claim's others go back, P5).
+  __attribute__((noinline)) GPUALLOC_HD static void* one_object(const sm_slab_parts::blocks& B, std::uint32_t seg,
+                                                                std::uint32_t c, sm_slab_parts::claim r) {
+    if (detail::popcount(r.got) > 1) r.got = keep_lowest(B, seg, r, 1);
+    return B.object(seg, c, r.first + detail::nth_set_bit(r.got, 0));
   }
 
   // P4: the tree is empty: every slot pair's `next` block (never started)
@@ -398,9 +432,9 @@ struct sm_slab {
     bool any = false;
     for (std::uint64_t i = 0; i < L.slot_count; ++i) {
       std::uint64_t nxt = word(pairs[i].next).load(detail::relaxed);
-      const std::uint32_t seg = segment_of(nxt);
-      if (seg == no_segment ||
-          !word(pairs[i].next).compare_exchange_strong(nxt, slot_word(nxt, no_segment), detail::acq_rel, detail::relaxed))
+      const std::uint32_t seg = slot_word::segment(nxt);
+      if (seg == no_segment || !word(pairs[i].next).compare_exchange_strong(nxt, slot_word::next(nxt, no_segment, false),
+                                                                            detail::acq_rel, detail::relaxed))
         continue;
       next_blocks(L, arena).add(-1);
       B.retire(seg);
@@ -452,24 +486,26 @@ struct sm_slab {
     using namespace sm_slab_parts;
     const blocks B(L, arena);
     const std::uint64_t cur = word(Q.current).load(detail::relaxed);
-    const std::uint32_t seg = segment_of(cur), d = seg == no_segment ? c : B.pass_class(seg);
-    const bool idle = d != c && d < L.classes && B.idle(seg, d);
+    const std::uint32_t seg = slot_word::segment(cur), d = seg == no_segment ? c : B.kind(seg);
+    const bool idle = d != c && d < L.classes && B.idle(seg, d, slot_word::taken(cur));
     std::uint64_t nxt = word(Q.next).load(detail::relaxed);
     do {  // the pair's lock (P1), unless someone holds it: then it is in use
-      if (static_cast<std::uint32_t>(nxt) == busy || (!idle && segment_of(nxt) == no_segment)) return false;
-    } while (!word(Q.next).compare_exchange_weak(nxt, busy_word(nxt), detail::acquire, detail::relaxed));
-    const bool closing = idle && word(Q.current).load(detail::relaxed) == cur && B.idle(seg, d);
+      if (slot_word::is_busy(nxt) || (!idle && slot_word::segment(nxt) == no_segment)) return false;
+    } while (!word(Q.next).compare_exchange_weak(nxt, slot_word::next_busy(nxt), detail::acquire, detail::relaxed));
+    const std::uint64_t now = word(Q.current).load(detail::relaxed);
+    const bool closing =
+        idle && slot_word::install(now) == slot_word::install(cur) && B.idle(seg, d, slot_word::taken(now));
     if (closing) {
-      B.close(seg, d);
-      word(Q.current).store(slot_word(cur, no_segment, closed_width), detail::release);
-      B.retire(seg);
+      const std::uint64_t old =
+          word(Q.current).exchange(slot_word::current(now, no_segment, closed_width, false), detail::acq_rel);
+      B.end_pass(seg, d, slot_word::taken(old), slot_word::fresh(old));
     }
-    if (segment_of(nxt) != no_segment) {
+    if (slot_word::segment(nxt) != no_segment) {
       next_blocks(L, arena).add(-1);
-      B.retire(segment_of(nxt));
+      B.retire(slot_word::segment(nxt));
     }
-    word(Q.next).store(slot_word(busy_word(nxt), no_segment), detail::release);
-    return closing || segment_of(nxt) != no_segment;
+    word(Q.next).store(slot_word::next(slot_word::next_busy(nxt), no_segment, false), detail::release);
+    return closing || slot_word::segment(nxt) != no_segment;
   }
 
   GPUALLOC_HD static detail::fill_count& next_blocks(const sm_slab_parts::layout& L, std::byte* arena) {
