@@ -96,7 +96,8 @@ void check_at_rest(test_heap& heap) {
     if (state != (in_slot | untaken)) {
       char what[160];
       std::snprintf(what, sizeof what,
-                    "holds %#" PRIx64 ", not in_slot + %" PRIu64 " untaken positions (class %u, %" PRIu64 " of %u taken)",
+                    "holds %#" PRIx64 ", not in_slot + %" PRIu64 " untaken positions (class %u, %" PRIu64
+                    " of %u taken)",
                     state, untaken, c, taken, K);
       bad(what, seg);
     }

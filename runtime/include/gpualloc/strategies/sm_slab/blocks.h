@@ -2,11 +2,11 @@
 // larger classes: layout.h says why) formatted for size class c is one block
 // of K = objects(c) objects, with a free bitmap (bit set = object free), a
 // count of what is outstanding, and a queue per class of blocks worth
-// reusing (layout.h). A pass over the block hands out its positions 0..K-1
-// from the current word of the slot that holds it (sm_slab.h P1). The block's first
-// segment, its head, names it: its record, bitmap and queue entries are the
-// block's, its base is where object 0 lies; the other segments of the span
-// (tails) only say where their head is.
+// reusing (layout.h). A pass over the block hands out its positions
+// 0..K-1 from the current word of the slot that holds it (sm_slab.h P1).
+// The block's first segment, its head, names it: its record, bitmap and
+// queue entries are the block's, its base is where object 0 lies; the other
+// segments of the span (tails) only say where their head is.
 //
 // Per segment (segment_record):
 //   kind    kind_free, the class c (a block's head), tail_kind(c, d) for
@@ -72,9 +72,8 @@
 //     compare-and-swap that lost to a free dropped the entry of a block
 //     still queued, and that block served no request until all of it was
 //     free: 16 B blocks under churn ran out from 50% live.)
-//     The pass starts (+K) only when a slot makes the block
-//     current, so a block waiting in `next` can be let go again untouched
-//     (sm_slab.h P4).
+//     The pass starts (+K) only when a slot makes the block current, so a
+//     block waiting in `next` can be let go again untouched (sm_slab.h P4).
 //  Q2 A queued block whose last object comes back is released at once (B2),
 //     so every byte freed can serve any class again; its entry goes stale.
 //     A queue's room counts reserved entries not yet dequeued, so a ring of
@@ -104,8 +103,8 @@
 //
 // Memory ordering: a pass starts with `holds` and the bitmap written, then
 // the slot's current word exchanged with release (sm_slab.h); a claim's add
-// on it is acquire, so the claimer sees both. Bits: fetch-or release (the freer's writes go with the object),
-// fetch-and acquire. `holds`: every read-modify-write acq_rel (a free's
+// on it is acquire, so the claimer sees both. Bits: fetch-or release (the
+// freer's writes go with the object), fetch-and acquire. `holds`: every read-modify-write acq_rel (a free's
 // decrement on the device: release, and the releaser fences: free_decrement),
 // so the releaser is ordered after every free and settlement before it, and the
 // next formatter after the releaser (through the tree, bit_tree.h). (A free's

@@ -175,7 +175,9 @@ GPUALLOC_INLINE constexpr std::uint32_t segment(std::uint64_t w) {
   const auto ref = static_cast<std::uint32_t>(w) & segment_part;
   return ref == 0 || ref == segment_part ? no_segment : ref - 1;
 }
-GPUALLOC_INLINE constexpr std::uint32_t width(std::uint64_t w) { return static_cast<std::uint32_t>(w) >> width_shift & 3; }
+GPUALLOC_INLINE constexpr std::uint32_t width(std::uint64_t w) {
+  return static_cast<std::uint32_t>(w) >> width_shift & 3;
+}
 GPUALLOC_INLINE constexpr bool fresh(std::uint64_t w) { return (static_cast<std::uint32_t>(w) & fresh_bit) != 0; }
 GPUALLOC_INLINE constexpr bool is_busy(std::uint64_t w) { return static_cast<std::uint32_t>(w) == busy; }
 // Which install of a block a current word is: claims change only its position.

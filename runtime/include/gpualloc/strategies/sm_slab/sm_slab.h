@@ -91,9 +91,9 @@
 //     positions (it tries the first 64, two bitmap words, and settles the
 //     rest untried: blocks.h take), so it still finds about n free objects
 //     in one add; the leader gives back what it got beyond n (a fetch-or and
-//     a subtraction, on such blocks only). A lane alone claims 2^width. The width comes
-//     from the block's free share when its pass starts: 0 from 3/4 free
-//     (fresh blocks), 1 from 3/8, else 2.
+//     a subtraction, on such blocks only). A lane alone claims 2^width.
+//     The width comes from the block's free share when its pass starts: 0
+//     from 3/4 free (fresh blocks), 1 from 3/8, else 2.
 //  P6 A lane alone whose refill found no block, and a run that found no
 //     room, sweep once before they give up: every slot pair's `next` block
 //     goes back (as in P4), and so does the current block of every other
@@ -101,8 +101,7 @@
 //     pair's lock (taken only while free: a held pair is in use): current
 //     is exchanged for an empty word marked closed, the pass is settled and
 //     the block retired (blocks.h end_pass), and its span goes back to the
-//     tree. So a class that
-//     runs the heap dry gets back what other classes' idle blocks held, and
+//     tree. So a class that runs the heap dry gets back what other classes' idle blocks held, and
 //     the slots may buffer more than the heap could spare at once (layout.h
 //     slot_budget). A closed current word, unlike the empty one a refill
 //     that found nothing leaves, makes requests refill instead of giving
@@ -129,8 +128,8 @@
 // values live across it in registers of their own, so a kernel needs the
 // sum of the frames along its deepest call chain (a kernel that calls one
 // function alone, ptxas 13.0, sm_90: take_for_group, made out of line, 86;
-// refill 56; get 38; the front end adds about 30). The benchmark's allocation kernel runs with 124 (ncu, H200,
-// the joined module), two blocks of 256 threads per SM where `atomic`'s 61
+// refill 56; get 38; the front end adds about 30). The benchmark's
+// allocation kernel runs with 124 (ncu, H200, the joined module), two blocks of 256 threads per SM where `atomic`'s 61
 // allow four. Capping the module at 64 (--maxrregcount at compile time,
 // which spills around the slow calls) took 16 B requests from 2.03x to
 // 1.86x `atomic` but 256 B from 1.82x to 2.66x, and examples/divisors'
@@ -270,7 +269,7 @@ struct sm_slab {
         const std::uint64_t at = slot_word::taken(seen);
         if (at < half && at + (n << slot_word::width(seen)) >= half) prefetch(L, arena, c, P);
         if (r.exhausted && !refill(L, arena, c, P, seen) && r.got == 0) return 0;
-        if (detail::popcount(r.got) > n) r.got = keep_lowest(B, seg, r, n);
+        if (slot_word::width(seen) != 0 && detail::popcount(r.got) > n) r.got = keep_lowest(B, seg, r, n);
         if (r.got != 0) {
           got = r.got;
           return std::uint64_t{seg} << 32 | r.first;
@@ -333,8 +332,8 @@ struct sm_slab {
         }
       }
       if (spare == no_segment && slot_word::segment(nxt) != no_segment) next_blocks(L, arena).add(-1);
-      word(P.next).store(slot_word::next(slot_word::next_busy(nxt), spare, spare != no_segment && slot_word::fresh(nxt)),
-                         detail::release);
+      const bool spare_fresh = spare != no_segment && slot_word::fresh(nxt);
+      word(P.next).store(slot_word::next(slot_word::next_busy(nxt), spare, spare_fresh), detail::release);
       return installed;
     }
   }
@@ -433,8 +432,9 @@ struct sm_slab {
     for (std::uint64_t i = 0; i < L.slot_count; ++i) {
       std::uint64_t nxt = word(pairs[i].next).load(detail::relaxed);
       const std::uint32_t seg = slot_word::segment(nxt);
-      if (seg == no_segment || !word(pairs[i].next).compare_exchange_strong(nxt, slot_word::next(nxt, no_segment, false),
-                                                                            detail::acq_rel, detail::relaxed))
+      const std::uint64_t emptied = slot_word::next(nxt, no_segment, false);
+      if (seg == no_segment ||
+          !word(pairs[i].next).compare_exchange_strong(nxt, emptied, detail::acq_rel, detail::relaxed))
         continue;
       next_blocks(L, arena).add(-1);
       B.retire(seg);
