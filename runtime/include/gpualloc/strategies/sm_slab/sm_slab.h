@@ -66,11 +66,17 @@
 //     With no block left, current becomes empty (the exhausted block is
 //     retired: later adds land on a word that names none) and malloc sweeps
 //     (P6), then tries the other slots of its class, then says NULL. A
-//     refill that finds current so empty, no block in any `next` (P4's
-//     count), its class's queue empty and the tree empty says so without
-//     the lock: every failing lane took the lock of its SM's slot in turn
-//     to find nothing (2^20 requests of 256 B on 64 MiB, two slots for 132
-//     SMs, 790,016 of them NULL: 3.5 s with the lock, 3.0 ms without; H200).
+//     refill that finds current so empty says so without the lock when no
+//     block is in any `next` (P4's count) and its class's queue and the
+//     tree are empty, or when it waited for the lock behind a refill that
+//     took it after this one began and left current as empty (that one
+//     looked, later than this one's request, and found nothing). Otherwise
+//     every failing lane took the lock of its SM's slot in turn to find
+//     nothing: 2^20 requests of 256 B on 64 MiB (two slots for 132 SMs,
+//     790,016 of them NULL) took 3.5 s, 3.0 ms without the lock once the
+//     heap was empty; mixed sizes, whose refills find a tree that still
+//     holds fragments, took 1.2 s (16 B - 4 KiB) and 1.9 s (16 - 256 B)
+//     before waiters trusted the refill they waited for. (H200.)
 //  P3 A prefetch takes the lock only from an empty `next`, so it never
 //     waits; one leader per block crosses K/2. The block it puts there is
 //     held but not started (blocks.h): no position of it is out. (A
@@ -297,46 +303,67 @@ struct sm_slab {
                                                            std::uint32_t c, sm_slab_parts::slot_pair& P,
                                                            std::uint64_t seen) {
     using namespace sm_slab_parts;
+    const std::uint64_t nxt = lock_for_refill(L, arena, c, P, seen);
+    if (slot_word::is_busy(nxt)) return nxt == look_again;
     const blocks B(L, arena);
+    const std::uint64_t now = word(P.current).load(detail::relaxed);
+    std::uint32_t spare = slot_word::segment(nxt);  // what `next` holds when the lock goes
+    bool installed = slot_word::segment(now) != no_segment || closed(now);
+    if (slot_word::install(now) == slot_word::install(seen)) {
+      std::uint32_t seg = spare;
+      bool fresh = slot_word::fresh(nxt);
+      for (bool reclaimed = false; seg == no_segment; reclaimed = true) {  // one call site of get: registers
+        seg = B.get(c, fresh);
+        if (seg != no_segment || reclaimed || !reclaim_next_blocks(L, arena)) break;  // P4
+      }
+      spare = no_segment;
+      installed = seg != no_segment;
+      const std::uint32_t width = installed ? width_for(B.start(seg, c), L.objects(c)) : 0;
+      if (installed || slot_word::segment(seen) != no_segment || closed(seen)) {
+        const std::uint64_t old =
+            word(P.current).exchange(slot_word::current(seen, seg, width, fresh && installed), detail::acq_rel);
+        if (slot_word::segment(old) != no_segment)
+          B.end_pass(slot_word::segment(old), c, slot_word::taken(old), slot_word::fresh(old));
+      }
+    }
+    if (spare == no_segment && slot_word::segment(nxt) != no_segment) next_blocks(L, arena).add(-1);
+    const bool spare_fresh = spare != no_segment && slot_word::fresh(nxt);
+    word(P.next).store(slot_word::next(slot_word::next_busy(nxt), spare, spare_fresh), detail::release);
+    return installed;
+  }
+
+  // P2's wait for the pair's lock: the `next` word it replaced with busy
+  // (the caller holds the pair), or, without the lock, look_again (current
+  // no longer holds `seen`) or nothing_left. Out of line: its loop's values
+  // stay out of the frame that calls get (registers).
+  __attribute__((noinline)) GPUALLOC_HD static std::uint64_t lock_for_refill(const sm_slab_parts::layout& L,
+                                                                             std::byte* arena, std::uint32_t c,
+                                                                             sm_slab_parts::slot_pair& P,
+                                                                             std::uint64_t seen) {
+    using namespace sm_slab_parts;
     detail::backoff wait;
+    std::uint64_t behind = word(P.next).load(detail::relaxed);  // look_again once a later holder held the lock
+    const bool dry = slot_word::segment(seen) == no_segment && !closed(seen);  // a refill found nothing
     for (;;) {
-      if (slot_word::install(word(P.current).load(detail::relaxed)) != slot_word::install(seen))
-        return true;  // someone else refilled: look again
-      if (slot_word::segment(seen) == no_segment && !closed(seen) && B.looks_exhausted(c) &&
+      if (slot_word::install(word(P.current).load(detail::relaxed)) != slot_word::install(seen)) return look_again;
+      if (dry && blocks(L, arena).looks_exhausted(c) &&
           detail::device_atomic<std::int64_t>(next_blocks(L, arena).value).load(detail::relaxed) <= 0)
-        return false;  // P2: a refill found nothing, and nothing has come back since
+        return nothing_left;  // nothing has come back since
       std::uint64_t nxt = word(P.next).load(detail::relaxed);
-      if (slot_word::is_busy(nxt) ||
-          !word(P.next).compare_exchange_strong(nxt, slot_word::next_busy(nxt), detail::acquire, detail::relaxed)) {
+      if (slot_word::is_busy(nxt)) {
+        if (nxt != behind) behind = look_again;
         wait.pause();
         continue;
       }
-      const std::uint64_t now = word(P.current).load(detail::relaxed);
-      std::uint32_t spare = slot_word::segment(nxt);  // what `next` holds when the lock goes
-      bool installed = slot_word::segment(now) != no_segment || closed(now);
-      if (slot_word::install(now) == slot_word::install(seen)) {
-        std::uint32_t seg = spare;
-        bool fresh = slot_word::fresh(nxt);
-        for (bool reclaimed = false; seg == no_segment; reclaimed = true) {  // one call site of get: registers
-          seg = B.get(c, fresh);
-          if (seg != no_segment || reclaimed || !reclaim_next_blocks(L, arena)) break;  // P4
-        }
-        spare = no_segment;
-        installed = seg != no_segment;
-        const std::uint32_t width = installed ? width_for(B.start(seg, c), L.objects(c)) : 0;
-        if (installed || slot_word::segment(seen) != no_segment || closed(seen)) {
-          const std::uint64_t old =
-              word(P.current).exchange(slot_word::current(seen, seg, width, fresh && installed), detail::acq_rel);
-          if (slot_word::segment(old) != no_segment)
-            B.end_pass(slot_word::segment(old), c, slot_word::taken(old), slot_word::fresh(old));
-        }
-      }
-      if (spare == no_segment && slot_word::segment(nxt) != no_segment) next_blocks(L, arena).add(-1);
-      const bool spare_fresh = spare != no_segment && slot_word::fresh(nxt);
-      word(P.next).store(slot_word::next(slot_word::next_busy(nxt), spare, spare_fresh), detail::release);
-      return installed;
+      if (dry && behind == look_again) return nothing_left;  // a refill that began after this one found nothing
+      if (word(P.next).compare_exchange_strong(nxt, slot_word::next_busy(nxt), detail::acquire, detail::relaxed))
+        return nxt;
+      wait.pause();
     }
   }
+  // lock_for_refill's answers without the lock: busy words no lock hands back.
+  static constexpr std::uint64_t look_again = ~std::uint64_t{0};
+  static constexpr std::uint64_t nothing_left = sm_slab_parts::slot_word::busy;
 
   // P3: a block into an empty `next`, unless someone holds the pair.
   __attribute__((noinline)) GPUALLOC_HD static void prefetch(const sm_slab_parts::layout& L, std::byte* arena,
