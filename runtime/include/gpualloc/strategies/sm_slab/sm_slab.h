@@ -70,7 +70,9 @@
 //     block is in any `next` (P4's count) and its class's queue and the
 //     tree are empty, or when it waited for the lock behind a refill that
 //     took it after this one began and left current as empty (that one
-//     looked, later than this one's request, and found nothing). Otherwise
+//     looked, later than this one's request, and found nothing; if that
+//     holder was a sweep (P6) instead, the request goes on to P6 too, as
+//     after any refill that says nothing is left). Otherwise
 //     every failing lane took the lock of its SM's slot in turn to find
 //     nothing: 2^20 requests of 256 B on 64 MiB (two slots for 132 SMs,
 //     790,016 of them NULL) took 3.5 s, 3.0 ms without the lock once the
@@ -342,7 +344,8 @@ struct sm_slab {
                                                                              std::uint64_t seen) {
     using namespace sm_slab_parts;
     detail::backoff wait;
-    std::uint64_t behind = word(P.next).load(detail::relaxed);  // look_again once a later holder held the lock
+    const std::uint64_t first = word(P.next).load(detail::relaxed);
+    bool behind_later = false;  // a holder that took the lock after `first` held it meanwhile
     const bool dry = slot_word::segment(seen) == no_segment && !closed(seen);  // a refill found nothing
     for (;;) {
       if (slot_word::install(word(P.current).load(detail::relaxed)) != slot_word::install(seen)) return look_again;
@@ -351,11 +354,11 @@ struct sm_slab {
         return nothing_left;  // nothing has come back since
       std::uint64_t nxt = word(P.next).load(detail::relaxed);
       if (slot_word::is_busy(nxt)) {
-        if (nxt != behind) behind = look_again;
+        behind_later |= nxt != first;
         wait.pause();
         continue;
       }
-      if (dry && behind == look_again) return nothing_left;  // a refill that began after this one found nothing
+      if (dry && behind_later) return nothing_left;  // a refill that began after this one found nothing
       if (word(P.next).compare_exchange_strong(nxt, slot_word::next_busy(nxt), detail::acquire, detail::relaxed))
         return nxt;
       wait.pause();
