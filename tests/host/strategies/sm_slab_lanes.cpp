@@ -6,8 +6,8 @@
 //
 // At rest (every block freed): each segment is free (kind free, nothing held,
 // its bit in the tree) or a slot holds it: a current block counts exactly
-// its untaken positions, a `next` block nothing (and the count of `next`
-// blocks, sm_slab.h P4, is their number), and every object of either
+// its untaken positions, a `next` block all K of its started pass (and the
+// count of `next` blocks, sm_slab.h P4, is their number), and every object of either
 // has its free bit set, but those a block's first pass has not handed out
 // yet (blocks.h B1, B2; a queued or retired block whose
 // last object came back was released, Q2). A span's tails are held with
@@ -42,6 +42,8 @@ void check_at_rest(test_heap& heap) {
     if (reported++ < 5) FAIL("sm-slab lanes at rest: segment %u: %s", seg, what);
   };
   for (std::uint64_t i = 0; i < L.slot_count; ++i) {
+    if (slot_word::current_install(pairs[i].next) != slot_word::install(pairs[i].current))
+      bad("a slot's `next` does not carry current's install (sm_slab.h P1)", 0);
     for (const held which : {held::current, held::next}) {
       const std::uint64_t w = which == held::current ? pairs[i].current : pairs[i].next;
       const std::uint32_t seg = slot_word::segment(w);
@@ -92,7 +94,7 @@ void check_at_rest(test_heap& heap) {
     }
     const std::uint32_t c = r.kind, K = L.objects(c);
     const std::uint64_t taken = by[seg] == held::current ? slot_word::taken(word_of[seg]) : 0;
-    const std::uint64_t untaken = by[seg] == held::current && taken < K ? K - taken : 0;
+    const std::uint64_t untaken = taken < K ? K - taken : 0;  // a `next` block's pass has started (sm_slab.h P3)
     if (state != (in_slot | untaken)) {
       char what[160];
       std::snprintf(what, sizeof what,

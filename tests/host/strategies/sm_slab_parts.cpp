@@ -133,13 +133,13 @@ void test_block_life(std::uint64_t heap_bytes, std::uint64_t bytes) {
   const layout& L = gpualloc::state_of<gpualloc::strategies::sm_slab::state>(H.get()).L;
   const blocks B(L, H.get()->space.begin);
   const std::uint32_t c = class_of(bytes), K = L.objects(c), span = 1u << L.cls[c].span_log2;
-  bool fresh = false;
-  const std::uint32_t seg = B.get(c, fresh);
+  std::uint32_t block = B.get(c);  // its pass started
+  const std::uint32_t seg = slot_word::segment(block);
+  bool fresh = slot_word::fresh(block);
   CHECK(seg != no_segment && fresh, "blocks: a block from the tree is not fresh");
   CHECK(seg % span == 0, "blocks: span at %u is not aligned to its %u segments", seg, span);
   for (std::uint32_t d = 1; d < span; ++d)
     CHECK(B.kind(seg + d) == tail_kind(c, d), "blocks: segment %u of a span does not name its head", d);
-  B.start(seg, c);
   std::vector<std::uint32_t> got;
   std::uint64_t at = 0;  // the slot word's position (sm_slab.h P1)
   for (bool done = false; !done; at += 32) {
@@ -152,8 +152,9 @@ void test_block_life(std::uint64_t heap_bytes, std::uint64_t bytes) {
   B.end_pass(seg, c, at, fresh);
   std::uint32_t freed = 0;
   for (std::uint32_t i = 0; i < K; i += 2, ++freed) B.give_back(seg, i / 64, std::uint64_t{1} << (i % 64), 1);
-  CHECK(B.get(c, fresh) == seg && !fresh, "blocks: a half-free block is not the next one its class gets");
-  B.start(seg, c);
+  block = B.get(c);
+  fresh = slot_word::fresh(block);
+  CHECK(slot_word::segment(block) == seg && !fresh, "blocks: a half-free block is not the next one its class gets");
   std::uint32_t again = 0;
   at = 0;
   for (bool done = false; !done; at += 32) {
@@ -170,7 +171,9 @@ void test_block_life(std::uint64_t heap_bytes, std::uint64_t bytes) {
   for (std::uint32_t i = 0; i < K; ++i) B.give_back(seg, i / 64, std::uint64_t{1} << (i % 64), 1);
   for (std::uint32_t d = 0; d < span; ++d)
     CHECK(B.kind(seg + d) == kind_free, "blocks: a block with every object back is not released (segment %u)", d);
-  CHECK(B.get(c, fresh) == seg && fresh, "blocks: the released span is not the lowest free one again");
+  block = B.get(c);
+  CHECK(slot_word::segment(block) == seg && slot_word::fresh(block),
+        "blocks: the released span is not the lowest free one again");
   std::printf("blocks: %" PRIu64 " B, a span of %u segments: a pass of %u objects, half freed and queued, a second "
               "pass of exactly those, released\n", bytes, span, K);
 }
@@ -183,9 +186,9 @@ void test_queued_at_retirement(std::uint64_t heap_bytes, std::uint64_t bytes) {
   const layout& L = gpualloc::state_of<gpualloc::strategies::sm_slab::state>(H.get()).L;
   const blocks B(L, H.get()->space.begin);
   const std::uint32_t c = class_of(bytes), K = L.objects(c);
-  bool fresh = false;
-  const std::uint32_t seg = B.get(c, fresh);
-  B.start(seg, c);
+  const std::uint32_t block = B.get(c);  // its pass started
+  const std::uint32_t seg = slot_word::segment(block);
+  const bool fresh = slot_word::fresh(block);
   std::uint32_t taken = 0;
   std::uint64_t at = 0;
   for (bool done = false; !done; at += 32) {
@@ -196,9 +199,11 @@ void test_queued_at_retirement(std::uint64_t heap_bytes, std::uint64_t bytes) {
   CHECK(taken == K, "blocks: a fresh pass handed out %u of %u objects", taken, K);
   const std::uint32_t back = K - K / 4 * 3;  // the count falls to Q1's threshold, K / 4 * 3
   for (std::uint32_t i = 0; i < back; ++i) B.give_back(seg, i / 64, std::uint64_t{1} << (i % 64), 1);
-  CHECK(B.get(c, fresh) != seg, "blocks: a block a slot holds was queued");
+  CHECK(slot_word::segment(B.get(c)) != seg, "blocks: a block a slot holds was queued");
   B.end_pass(seg, c, at, false);
-  CHECK(B.get(c, fresh) == seg && !fresh, "blocks: a block retired with a quarter of it free was not queued (Q1)");
+  const std::uint32_t again = B.get(c);
+  CHECK(slot_word::segment(again) == seg && !slot_word::fresh(again),
+        "blocks: a block retired with a quarter of it free was not queued (Q1)");
   std::printf("blocks: %" PRIu64 " B: a block retired with %u of %u objects free is queued by its retirement\n",
               bytes, back, K);
 }

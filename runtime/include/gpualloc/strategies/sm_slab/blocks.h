@@ -252,22 +252,23 @@ class blocks {
   GPUALLOC_HD sweep_state& sweeps() const { return *reinterpret_cast<sweep_state*>(arena_ + L_.sweeps_offset); }
 
   // A block for a slot of class c: a queued one (Q1, Q3) or a fresh span
-  // (its head, `fresh`), held by the slot, its pass not started (B3).
-  // no_segment when the class has none and the tree no free span.
+  // (its head), held by the slot, its pass started (B4), as a slot word's
+  // block half: segment, width (slot_word::width_for) and whether it is
+  // fresh (B1); 0 when the class has none and the tree no free span.
   // Spans are aligned runs searched from search_start; SMs that meet in a
   // word take different runs of it (the SM id is the salt). Out of line:
   // refill and prefetch share one copy (registers, sm_slab.h).
-  __attribute__((noinline)) GPUALLOC_HD std::uint32_t get(std::uint32_t c, bool& fresh) const {
+  __attribute__((noinline)) GPUALLOC_HD std::uint32_t get(std::uint32_t c) const {
     std::uint32_t seg = dequeue(c);
-    fresh = seg == no_segment;
+    const bool fresh = seg == no_segment;
     if (fresh) {
       const std::uint32_t k = L_.cls[c].span_log2;
       seg = tree().claim_aligned_from(search_start(k), k, detail::sm_id());
-      if (seg == detail::bit_tree::none) return no_segment;
+      if (seg == detail::bit_tree::none) return 0;
       if (k > 0) hint(k).store(seg, detail::relaxed);
       format(seg, c);
     }
-    return seg;
+    return slot_word::block(seg, fresh ? 0 : slot_word::width_for(start(seg, c), L_.objects(c)), fresh);
   }
 
   // Whether c's queue holds entries (some may be stale: dequeue drops them).
@@ -477,9 +478,10 @@ class blocks {
   // tree's acq_rel insert orders them before the next claimer's format).
   __attribute__((noinline)) GPUALLOC_HD void release(std::uint32_t seg) const {
     const std::uint32_t span = 1u << L_.cls[kind(seg)].span_log2;
+    segment_record* const head = &record(seg);  // not reloaded past each store (they may alias L_ for the compiler)
     for (std::uint32_t d = 1; d < span; ++d)
-      detail::device_atomic<std::uint32_t>(record(seg + d).kind).store(kind_free, detail::relaxed);
-    detail::device_atomic<std::uint32_t>(record(seg).kind).store(kind_free, detail::relaxed);
+      detail::device_atomic<std::uint32_t>(head[d].kind).store(kind_free, detail::relaxed);
+    detail::device_atomic<std::uint32_t>(head->kind).store(kind_free, detail::relaxed);
     tree().insert_run(seg, span);
   }
 
@@ -503,18 +505,22 @@ class blocks {
   }
 
   // A fresh span (from the tree, seg its head) becomes a block of class c,
-  // held by a slot, its bitmap clear for its first pass (B1). Tails keep
-  // their holds as they were at their last release (count 0, no flag): a
-  // stale queue entry that reaches one touches nothing (Q1).
+  // held by a slot, its bitmap clear for its first pass (B1), the pass
+  // started (start). Since its release (B2) its holds have been its ticket
+  // and nothing else (no flag, count 0: no object, position or queue entry
+  // can change them), so one fetch-add gives it a new ticket, in_slot and
+  // the pass's K. Tails keep their holds as they were at their last release
+  // (count 0, no flag): a stale queue entry that reaches one touches
+  // nothing (Q1).
   GPUALLOC_HD void format(std::uint32_t seg, std::uint32_t c) const {
-    const std::uint32_t K = L_.objects(c);
-    for (std::uint32_t d = 1; d < (1u << L_.cls[c].span_log2); ++d)
-      detail::device_atomic<std::uint32_t>(record(seg + d).kind).store(tail_kind(c, d), detail::relaxed);
-    std::uint64_t* words = bitmap(seg);
+    const std::uint32_t K = L_.objects(c), span = 1u << L_.cls[c].span_log2;
+    segment_record* const head = &record(seg);  // as in release: the loops reload nothing
+    std::uint64_t* const words = bitmap(seg);
+    for (std::uint32_t d = 1; d < span; ++d)
+      detail::device_atomic<std::uint32_t>(head[d].kind).store(tail_kind(c, d), detail::relaxed);
     for (std::uint32_t w = 0; w * 64 < K; ++w) detail::device_atomic<std::uint64_t>(words[w]).store(0, detail::relaxed);
-    detail::device_atomic<std::uint32_t>(record(seg).kind).store(c, detail::relaxed);
-    const std::uint64_t ticket = (holds(seg).load(detail::relaxed) >> 32) + 1;
-    holds(seg).store(ticket << 32 | in_slot, detail::release);  // Q3: the kinds before the ticket
+    detail::device_atomic<std::uint32_t>(head->kind).store(c, detail::relaxed);
+    holds(seg).fetch_add(one_ticket + in_slot + K, detail::release);  // Q3: the kinds before the ticket
   }
 
   const layout& L_;

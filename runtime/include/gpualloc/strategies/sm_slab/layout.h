@@ -155,19 +155,22 @@ struct sweep_state {
 // The current and the next block of one class on one SM (sm_slab.h P1).
 struct slot_pair {
   std::uint64_t current;  // [position:32 | block], position in units of 2^width positions of its pass
-  std::uint64_t next;     // [sequence:32 | block], or [sequence:32 | busy]: its holder owns the pair
+  std::uint64_t next;     // [current's install:32 | block], or busy: its holder owns the pair
 };
 
 // A slot word's low half, its block: [sequence:5 | fresh:1 | width:2 |
 // segment + 1:24] (segment part 0: none; all ones: busy, `next` only).
 // fresh: the block was formatted for this pass (blocks.h B1); width: a
 // claim of n lanes takes n << width positions (sm_slab.h P5). The high
-// half of `current` is its pass's position in units of 2^width positions.
+// half of `current` is its pass's position in units of 2^width positions;
+// `next`'s is current's low half, its install, whenever `next` is not busy
+// (sm_slab.h P1). `current`'s sequence counts installs, `next`'s the
+// takes of the pair's lock.
 inline constexpr std::uint32_t no_segment = ~0u;
 namespace slot_word {
 inline constexpr std::uint32_t segment_part = (1u << 24) - 1;
-inline constexpr std::uint32_t busy = ~0u;
 inline constexpr std::uint32_t width_shift = 24, fresh_bit = 1u << 26, sequence_shift = 27;
+inline constexpr std::uint32_t block_part = (1u << sequence_shift) - 1;  // fresh, width, segment
 inline constexpr std::uint32_t position_shift = 32;
 
 // The segment a word names, or no_segment (none, or busy).
@@ -179,24 +182,48 @@ GPUALLOC_INLINE constexpr std::uint32_t width(std::uint64_t w) {
   return static_cast<std::uint32_t>(w) >> width_shift & 3;
 }
 GPUALLOC_INLINE constexpr bool fresh(std::uint64_t w) { return (static_cast<std::uint32_t>(w) & fresh_bit) != 0; }
-GPUALLOC_INLINE constexpr bool is_busy(std::uint64_t w) { return static_cast<std::uint32_t>(w) == busy; }
+GPUALLOC_INLINE constexpr bool is_busy(std::uint64_t w) {
+  return (static_cast<std::uint32_t>(w) & segment_part) == segment_part;
+}
 // Which install of a block a current word is: claims change only its position.
 GPUALLOC_INLINE constexpr std::uint32_t install(std::uint64_t w) { return static_cast<std::uint32_t>(w); }
+// The install of current that a `next` word (not busy) carries.
+GPUALLOC_INLINE constexpr std::uint32_t current_install(std::uint64_t nxt) {
+  return static_cast<std::uint32_t>(nxt >> 32);
+}
 // Positions of current's pass that claims took (past the block's objects once it is exhausted).
 GPUALLOC_INLINE constexpr std::uint64_t taken(std::uint64_t w) { return (w >> position_shift) << width(w); }
 
+// sm_slab.h P5: the width of a pass that starts with `live` of its K objects live.
+GPUALLOC_INLINE constexpr std::uint32_t width_for(std::uint32_t live, std::uint32_t K) {
+  const std::uint64_t free = live < K ? K - live : 0;
+  return 4 * free >= 3 * std::uint64_t{K} ? 0 : 8 * free >= 3 * std::uint64_t{K} ? 1 : 2;
+}
 GPUALLOC_INLINE constexpr std::uint32_t block(std::uint32_t seg, std::uint32_t width, bool fresh) {
   return (fresh ? fresh_bit : 0) | width << width_shift | (seg == no_segment ? 0 : seg + 1);
 }
-// A current word after `old`: its sequence advanced, a pass about to start (position 0).
-GPUALLOC_INLINE constexpr std::uint64_t current(std::uint64_t old, std::uint32_t seg, std::uint32_t width, bool fresh) {
-  return ((static_cast<std::uint32_t>(old) >> sequence_shift) + 1) << sequence_shift | block(seg, width, fresh);
+// The block half of a `next` word (0: none).
+GPUALLOC_INLINE constexpr std::uint32_t next_block(std::uint64_t nxt) {
+  return static_cast<std::uint32_t>(nxt) & block_part;
 }
-// A next word after `old` (its sequence advanced) naming seg or none, or busy.
-GPUALLOC_INLINE constexpr std::uint64_t next(std::uint64_t old, std::uint32_t seg, bool fresh) {
-  return ((old >> 32) + 1) << 32 | block(seg, 0, fresh);
+// A current word after `old` naming `blk` (block_part only): its sequence
+// advanced, a pass about to start (position 0).
+GPUALLOC_INLINE constexpr std::uint64_t current(std::uint64_t old, std::uint32_t blk) {
+  return ((static_cast<std::uint32_t>(old) >> sequence_shift) + 1) << sequence_shift | blk;
 }
-GPUALLOC_INLINE constexpr std::uint64_t next_busy(std::uint64_t old) { return ((old >> 32) + 1) << 32 | busy; }
+// `next` taken as the pair's lock from `old`: busy, its lock sequence advanced.
+GPUALLOC_INLINE constexpr std::uint64_t next_busy(std::uint64_t old) {
+  return (old & ~std::uint64_t{0xffffffff}) |
+         static_cast<std::uint32_t>(((static_cast<std::uint32_t>(old) >> sequence_shift) + 1) << sequence_shift) |
+         segment_part;
+}
+// The `next` word its holder stores from `held` (the busy word): current's
+// install and `blk` (its pass started: sm_slab.h P3; 0: none).
+GPUALLOC_INLINE constexpr std::uint64_t next(std::uint64_t held, std::uint32_t install, std::uint32_t blk) {
+  return std::uint64_t{install} << 32 | (static_cast<std::uint32_t>(held) & ~block_part) | blk;
+}
+// `next` with its block taken out, all else kept (sm_slab.h P4).
+GPUALLOC_INLINE constexpr std::uint64_t next_emptied(std::uint64_t nxt) { return nxt & ~std::uint64_t{block_part}; }
 }  // namespace slot_word
 
 struct class_info {
