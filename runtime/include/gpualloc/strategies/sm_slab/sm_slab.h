@@ -66,13 +66,13 @@
 //     takes the lock knowing that current still holds the block it found
 //     exhausted, whatever happened in between (the install says which
 //     block and which pass); it reads current only while the pair is held.
-//     (Before, a refill read current, then `next` (then acquire), then
-//     current again under the lock, and started the pass there; the old
-//     block was settled before the lock went. 2^20 requests on a fresh
-//     16 GiB heap, H200, medians of 5, x `atomic`: 4 KiB 3.8x -> 2.8x,
-//     8 KiB 4.2x -> 3.0x, 16 B 2.2x either way. Acquire loads while
-//     waiting put a quarter of an 8 KiB kernel's stall samples on their L1
-//     invalidations; ncu.)
+//     (Before, a refill read current, then `next`, then current again
+//     under the lock, and started the pass there; the old block was
+//     settled before the lock went. 2^20 requests on a fresh 16 GiB heap,
+//     H200, medians of 5, x `atomic`: 4 KiB 3.8x -> 2.8x, 8 KiB 4.2x ->
+//     3.0x, 16 B 2.2x either way. A version whose waiters read `next` with
+//     acquire put a quarter of an 8 KiB kernel's stall samples on the L1
+//     invalidations those loads issue; ncu.)
 //  P2 A refill, under the lock and only if `current` still holds the block
 //     its caller found exhausted: `next`'s block, else a queued or fresh
 //     one (blocks.h get), becomes current, and the old block is retired.
