@@ -72,8 +72,9 @@
 //     compare-and-swap that lost to a free dropped the entry of a block
 //     still queued, and that block served no request until all of it was
 //     free: 16 B blocks under churn ran out from 50% live.)
-//     The pass starts (+K) only when a slot makes the block current, so a
-//     block waiting in `next` can be let go again untouched (sm_slab.h P4).
+//     The pass starts (+K) when a slot takes the block (get), into `next`
+//     or current, but positions come only from current, so a block waiting
+//     in `next` can be let go again with none taken (end_pass, sm_slab.h P4).
 //  Q2 A queued block whose last object comes back is released at once (B2),
 //     so every byte freed can serve any class again; its entry goes stale.
 //     A queue's room counts reserved entries not yet dequeued, so a ring of
@@ -333,7 +334,7 @@ class blocks {
       give_back(seg, w + 1, high, detail::popcount(high));
   }
 
-  // A slot lets go of seg, its pass ended (end_pass) or never started.
+  // A slot lets go of seg, its pass ended (end_pass).
   GPUALLOC_HD void retire(std::uint32_t seg) const {
     dropped(seg, holds(seg).fetch_sub(in_slot, detail::acq_rel) - in_slot, in_slot);
   }

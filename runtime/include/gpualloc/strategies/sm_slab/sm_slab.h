@@ -93,18 +93,21 @@
 //     holds fragments, took 1.2 s (16 B - 4 KiB) and 1.9 s (16 - 256 B)
 //     before waiters trusted the refill they waited for. (H200.)
 //  P3 A prefetch takes the lock only from an empty `next`, so it never
-//     waits; one leader per block crosses K/2. The block it puts there is
-//     held but not started (blocks.h): no position of it is out. (A
-//     prefetch right after each refill instead gained nothing: 16 B 2.1x
-//     -> 2.3x `atomic`, 4 KiB 4.5x -> 4.4x, 8 KiB 9.7x -> 12x; H200, 16 GiB.)
+//     waits; one leader per block crosses K/2. The block it puts there has
+//     its pass started (blocks.h get: +K, and its width in `next`), so the
+//     refill that promotes it only exchanges current; no position of it is
+//     out until then. (A prefetch right after each refill instead gained
+//     nothing: 16 B 2.1x -> 2.3x `atomic`, 4 KiB 4.5x -> 4.4x, 8 KiB 9.7x
+//     -> 12x; H200, 16 GiB.)
 //  P4 A refill that finds no block (the tree and its class's queue empty)
 //     takes every pair's `next` block back (one compare-and-swap from the
-//     word it read to empty: the pair's lock is free and the block
-//     untouched) and retires it, then tries once more. Then only the
-//     current blocks of other classes stand between a request and the
-//     whole heap (P6). A count of the blocks in `next` words (raised after a
-//     prefetch stores one, lowered when a refill or this takes one) lets
-//     a refill skip the walk over every pair when there are none: on a
+//     word it read to empty: the pair's lock is free and no position of
+//     the block is out) and ends its pass with none taken (blocks.h
+//     end_pass), then tries once more. Then only the current blocks of
+//     other classes stand between a request and the whole heap (P6). A
+//     count of the blocks in `next` words (raised after a prefetch stores
+//     one, lowered when a refill or this takes one) lets a refill skip the
+//     walk over every pair when there are none: on a
 //     heap that has run dry, every failing refill walked all the pairs
 //     (2,054 on 4 GiB and 132 SMs; 4,928 with half the arena in slots).
 //  P5 A block started with many objects live (reused from its queue) gets a
@@ -120,10 +123,11 @@
 //     goes back (as in P4), and so does the current block of every other
 //     class that holds no live object (blocks.h idle), each under its
 //     pair's lock (taken only while free: a held pair is in use): current
-//     is exchanged for an empty word marked closed, the pass is settled and
-//     the block retired (blocks.h end_pass), and its span goes back to the
-//     tree. So a class that runs the heap dry gets back what other classes' idle blocks held, and
-//     the slots may buffer more than the heap could spare at once (layout.h
+//     is exchanged for an empty word marked closed; once the lock is gone
+//     the pass is settled and the block retired (blocks.h end_pass), and
+//     its span goes back to the tree. So a class that runs the heap dry
+//     gets back what other classes' idle blocks held, and the slots may
+//     buffer more than the heap could spare at once (layout.h
 //     slot_budget). A closed current word, unlike the empty one a refill
 //     that found nothing leaves, makes requests refill instead of giving
 //     up. One sweep at a time walks every pair, outside any pair's lock;
@@ -454,9 +458,10 @@ struct sm_slab {
     return B.object(seg, c, r.first + detail::nth_set_bit(r.got, 0));
   }
 
-  // P4: the tree is empty: every slot pair's `next` block (never started)
-  // goes back (retired: to the tree, or to its class's queue when objects of
-  // it are live). True if any went.
+  // P4: the tree is empty: every slot pair's `next` block (no position of
+  // its pass out) goes back (its pass ended, the block retired: to the
+  // tree, or to its class's queue when objects of it are live). True if
+  // any went.
   __attribute__((noinline)) GPUALLOC_HD static bool reclaim_next_blocks(const sm_slab_parts::layout& L,
                                                                         std::byte* arena) {
     using namespace sm_slab_parts;
