@@ -59,7 +59,7 @@ using gpualloc::strategy_id;
 
 using host_test::failures;
 
-std::uint64_t object_bytes(const layout& L, std::uint32_t c) { return std::uint64_t{L.cls[c].units} << L.cls[c].shift; }
+std::uint64_t object_bytes(const layout& /*L*/, std::uint32_t c) { return std::uint64_t{class_units(c)} << class_shift(c); }
 
 void test_classes() {
   const layout L = layout::make(std::uint64_t{80} << 30, 132);  // 1 MiB segments: every class
@@ -68,7 +68,7 @@ void test_classes() {
     const std::uint64_t size = object_bytes(L, c);
     CHECK(size % 16 == 0 && class_of(size) == c, "classes: class %u (%" PRIu64 " B) maps to %u", c, size, class_of(size));
     if (c > 0) CHECK(size > object_bytes(L, c - 1), "classes: class %u is not larger than %u", c, c - 1);
-    CHECK((((L.segment_bytes() << L.cls[c].span_log2) - 1) >> L.cls[c].shift) < (1u << 29),
+    CHECK((((L.segment_bytes() << L.cls[c].span_log2) - 1) >> class_shift(c)) < (1u << 29),
           "classes: class %u's offsets pass the reciprocal's range", c);
     for (std::uint32_t i : {0u, 1u, 2u, L.objects(c) / 3, L.objects(c) - 2, L.objects(c) - 1}) {
       if (i >= L.objects(c)) continue;
@@ -143,7 +143,7 @@ void test_block_life(std::uint64_t heap_bytes, std::uint64_t bytes) {
   std::vector<std::uint32_t> got;
   std::uint64_t at = 0;  // the slot word's position (sm_slab.h P1)
   for (bool done = false; !done; at += 32) {
-    const claim r = B.take(seg, c, at, 32, fresh);
+    const claim r = B.take(seg, K, at, 32, fresh);
     for (std::uint32_t i = 0; i < 32; ++i)
       if ((r.got >> i) & 1) got.push_back(r.first + i);
     done = r.exhausted;
@@ -158,7 +158,7 @@ void test_block_life(std::uint64_t heap_bytes, std::uint64_t bytes) {
   std::uint32_t again = 0;
   at = 0;
   for (bool done = false; !done; at += 32) {
-    const claim r = B.take(seg, c, at, 32, fresh);
+    const claim r = B.take(seg, K, at, 32, fresh);
     for (std::uint32_t i = 0; i < 32; ++i)
       if ((r.got >> i) & 1) {
         CHECK((r.first + i) % 2 == 0, "blocks: the second pass handed out live object %u", r.first + i);
@@ -192,7 +192,7 @@ void test_queued_at_retirement(std::uint64_t heap_bytes, std::uint64_t bytes) {
   std::uint32_t taken = 0;
   std::uint64_t at = 0;
   for (bool done = false; !done; at += 32) {
-    const claim r = B.take(seg, c, at, 32, fresh);
+    const claim r = B.take(seg, K, at, 32, fresh);
     taken += gpualloc::detail::popcount(r.got);
     done = r.exhausted;
   }

@@ -129,6 +129,13 @@ GPUALLOC_INLINE std::uint32_t class_of(std::uint64_t bytes) {
   return 4 * t + q - 29;
 }
 
+// Class c's objects are class_units(c) << class_shift(c) bytes (layout's
+// classes), a function of c alone: the fast path computes it, loads nothing.
+GPUALLOC_INLINE constexpr std::uint32_t class_units(std::uint32_t c) { return c < 4 ? c + 1 : 5 + (c - 4) % 4; }
+GPUALLOC_INLINE constexpr std::uint32_t class_shift(std::uint32_t c) {
+  return c < 4 ? min_object_log2 : 4 + (c - 4) / 4;
+}
+
 // The objects a block of `size`-byte objects should hold: span_bytes' worth,
 // at least span_objects and at most span_objects_most (layout's spans).
 GPUALLOC_INLINE constexpr std::uint64_t objects_wanted(std::uint64_t size) {
@@ -231,9 +238,7 @@ struct class_info {
   std::uint32_t slot_mask;   // slot pairs - 1 (a power of two)
   std::uint32_t objects;     // per block
   std::uint32_t span_log2;   // a block is 2^span_log2 segments
-  std::uint32_t units;       // an object is `units` << shift bytes (units 1..8)
-  std::uint32_t shift;
-  std::uint64_t reciprocal;  // ceil(2^32 / units): x / units = x * reciprocal >> 32 for x < 2^29
+  std::uint64_t reciprocal;  // ceil(2^32 / class_units(c)): x / units = x * reciprocal >> 32 for x < 2^29
 };
 
 struct layout {
@@ -264,10 +269,10 @@ struct layout {
   // Where object i of a class-c block lies from its head's base, and back
   // (offset < 2^(20+6), so offset >> shift < 2^22: the reciprocal is exact).
   GPUALLOC_HD std::uint64_t object_offset(std::uint32_t c, std::uint32_t i) const {
-    return std::uint64_t{i} * cls[c].units << cls[c].shift;
+    return std::uint64_t{i} * class_units(c) << class_shift(c);
   }
   GPUALLOC_HD std::uint32_t object_index(std::uint32_t c, std::uint64_t offset) const {
-    return static_cast<std::uint32_t>((offset >> cls[c].shift) * cls[c].reciprocal >> 32);
+    return static_cast<std::uint32_t>((offset >> class_shift(c)) * cls[c].reciprocal >> 32);
   }
 
   static layout make(std::uint64_t arena_bytes, std::uint32_t sm_count) {
@@ -293,10 +298,8 @@ struct layout {
       const std::uint32_t halvings = c < small_classes ? 0 : (c - small_classes) / 4 + 1;
       slots[c] = sm_slots >> halvings ? sm_slots >> halvings : 1;
       class_info& ci = L.cls[c];
-      ci.units = c < 4 ? c + 1 : 5 + (c - 4) % 4;
-      ci.shift = c < 4 ? min_object_log2 : 4 + (c - 4) / 4;
-      ci.reciprocal = ((std::uint64_t{1} << 32) + ci.units - 1) / ci.units;
-      const std::uint64_t size = std::uint64_t{ci.units} << ci.shift;
+      ci.reciprocal = ((std::uint64_t{1} << 32) + class_units(c) - 1) / class_units(c);
+      const std::uint64_t size = std::uint64_t{class_units(c)} << class_shift(c);
       std::uint32_t m = 0;  // the span (see the top)
       while (m < max_span_log2 && (std::uint64_t{1} << (S + m)) / size < objects_wanted(size) &&
              size >= std::uint64_t{16} << (m + 1) && (std::uint64_t{1} << (S + m + 1)) <= arena_bytes / 256)
