@@ -59,15 +59,15 @@ using gpualloc::strategy_id;
 
 using host_test::failures;
 
-std::uint64_t object_bytes(const layout& /*L*/, std::uint32_t c) { return std::uint64_t{class_units(c)} << class_shift(c); }
+std::uint64_t object_bytes(std::uint32_t c) { return std::uint64_t{class_units(c)} << class_shift(c); }
 
 void test_classes() {
   const layout L = layout::make(std::uint64_t{80} << 30, 132);  // 1 MiB segments: every class
   CHECK(L.segment_log2 == max_segment_log2 && L.classes == max_classes, "classes: an 80 GiB heap has %u classes", L.classes);
   for (std::uint32_t c = 0; c < L.classes; ++c) {
-    const std::uint64_t size = object_bytes(L, c);
+    const std::uint64_t size = object_bytes(c);
     CHECK(size % 16 == 0 && class_of(size) == c, "classes: class %u (%" PRIu64 " B) maps to %u", c, size, class_of(size));
-    if (c > 0) CHECK(size > object_bytes(L, c - 1), "classes: class %u is not larger than %u", c, c - 1);
+    if (c > 0) CHECK(size > object_bytes(c - 1), "classes: class %u is not larger than %u", c, c - 1);
     CHECK((((L.segment_bytes() << L.cls[c].span_log2) - 1) >> class_shift(c)) < (1u << 29),
           "classes: class %u's offsets pass the reciprocal's range", c);
     for (std::uint32_t i : {0u, 1u, 2u, L.objects(c) / 3, L.objects(c) - 2, L.objects(c) - 1}) {
@@ -80,12 +80,12 @@ void test_classes() {
   }
   for (std::uint64_t bytes = 16; bytes <= L.segment_bytes() / 2; bytes += 16) {
     const std::uint32_t c = class_of(bytes);
-    CHECK(c < L.classes && object_bytes(L, c) >= bytes && (c == 0 || object_bytes(L, c - 1) < bytes) &&
-              (bytes <= 64 || object_bytes(L, c) * 4 <= bytes * 5),
+    CHECK(c < L.classes && object_bytes(c) >= bytes && (c == 0 || object_bytes(c - 1) < bytes) &&
+              (bytes <= 64 || object_bytes(c) * 4 <= bytes * 5),
           "classes: %" PRIu64 " B gets class %u", bytes, c);
   }
   std::printf("classes: %u classes of 16 B .. %" PRIu64 " B, every request in its smallest class\n", L.classes,
-              object_bytes(L, L.classes - 1));
+              object_bytes(L.classes - 1));
 }
 
 void test_layouts() {
@@ -107,7 +107,7 @@ void test_layouts() {
       for (std::uint32_t c = 0; c < L.classes; ++c) {
         CHECK(L.objects(c) >= 2, "layout: %" PRIu64 " B: class %u holds %u objects a block", bytes, c, L.objects(c));
         const std::uint32_t m = L.cls[c].span_log2;
-        const std::uint64_t size = object_bytes(L, c), span = L.segment_bytes() << m;
+        const std::uint64_t size = object_bytes(c), span = L.segment_bytes() << m;
         CHECK(m <= max_span_log2 && L.objects(c) == span / size &&
                   L.objects(c) <= (std::uint64_t{64} << L.bitmap_words_log2) && (m == 0 || span <= bytes / 256),
               "layout: %" PRIu64 " B: class %u's span of 2^%u segments breaks a cap", bytes, c, m);
@@ -279,7 +279,7 @@ void test_idle_blocks_return(std::uint64_t heap_bytes, int threads) {
           if (left[c] == 0) continue;
           --left[c];
           any = true;
-          const std::uint64_t bytes = object_bytes(L, c) - (t % 2) * 8;  // round up into c too
+          const std::uint64_t bytes = object_bytes(c) - (t % 2) * 8;  // round up into c too
           if (void* p = gpualloc::heap_malloc(H.get(), bytes))
             got.emplace_back(reinterpret_cast<std::uintptr_t>(p), bytes);
         }
@@ -437,7 +437,7 @@ void print_plan(std::uint64_t bytes, std::uint32_t sms) {
   std::printf("%" PRIu64 " MiB heap on %u SMs: %u segments of %" PRIu64 " KiB, tables %.2f%% of the arena\n",
               bytes >> 20, sms, L.segments, L.segment_bytes() >> 10, 100.0 * L.data_offset / bytes);
   for (std::uint32_t c = 0; c < L.classes; ++c)
-    std::printf("  %6" PRIu64 " B: span %2u, K %5u, %3u slots%s", object_bytes(L, c), 1u << L.cls[c].span_log2,
+    std::printf("  %6" PRIu64 " B: span %2u, K %5u, %3u slots%s", object_bytes(c), 1u << L.cls[c].span_log2,
                 L.objects(c), L.cls[c].slot_mask + 1, c % 4 == 3 ? "\n" : ";");
   std::printf("\n");
 }
