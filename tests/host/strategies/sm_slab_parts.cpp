@@ -10,12 +10,12 @@
 //                the slots' spans within an eighth of the arena (or one
 //                slot a class)
 //  blocks        one thread through a block's life (blocks.h): a fresh pass,
-//                retirement, half freed and queued (Q1), a second pass that
-//                hands out exactly the freed objects, all freed and released
-//                to the tree (B2, Q2); for a one-segment block and a span
-//                (tails say where their head is, and are free again after);
-//                a block whose objects came back while a slot held it is
-//                queued by the thread that retires it (Q1), not before
+//                retirement, half freed and scavenged (Q3), a second pass
+//                that hands out exactly the freed objects, all freed and
+//                released to the tree (B2, Q2); for a one-segment block and
+//                a span (tails say where their head is, and are free again
+//                after); no free or retirement queues a block, however much
+//                of it came back, until its class scavenges (Q1)
 //  spans         threads claim aligned runs of 1 .. 64 segments from a
 //                bit tree (bit_tree.h claim_aligned_from) and give them
 //                back: aligned, never two owners, the tree whole at the end
@@ -126,7 +126,7 @@ void test_layouts() {
   std::printf("layout: %d plans of 4 KiB .. 80 GiB on 1 .. 256 SMs\n", plans);
 }
 
-// One thread through a block's life (blocks.h B1, B2, Q1, Q2), of `bytes`
+// One thread through a block's life (blocks.h B1, B2, Q2, Q3), of `bytes`
 // objects on a heap of heap_bytes.
 void test_block_life(std::uint64_t heap_bytes, std::uint64_t bytes) {
   utilisation::heap H(strategy_id::sm_slab, heap_bytes);
@@ -152,6 +152,7 @@ void test_block_life(std::uint64_t heap_bytes, std::uint64_t bytes) {
   B.end_pass(seg, c, at, fresh);
   std::uint32_t freed = 0;
   for (std::uint32_t i = 0; i < K; i += 2, ++freed) B.give_back(seg, i / 64, std::uint64_t{1} << (i % 64), 1);
+  CHECK(B.scavenge(c), "blocks: a retired half-free block was not scavenged (Q3)");
   block = B.get(c);
   fresh = slot_word::fresh(block);
   CHECK(slot_word::segment(block) == seg && !fresh, "blocks: a half-free block is not the next one its class gets");
@@ -174,14 +175,14 @@ void test_block_life(std::uint64_t heap_bytes, std::uint64_t bytes) {
   block = B.get(c);
   CHECK(slot_word::segment(block) == seg && slot_word::fresh(block),
         "blocks: the released span is not the lowest free one again");
-  std::printf("blocks: %" PRIu64 " B, a span of %u segments: a pass of %u objects, half freed and queued, a second "
-              "pass of exactly those, released\n", bytes, span, K);
+  std::printf("blocks: %" PRIu64 " B, a span of %u segments: a pass of %u objects, half freed and scavenged, a "
+              "second pass of exactly those, released\n", bytes, span, K);
 }
 
-// Q1's other owner: a quarter of a block's objects come back while a slot
-// holds it (nobody may queue it then); the thread that
-// retires it must queue it, since no later free crosses 3K/4.
-void test_queued_at_retirement(std::uint64_t heap_bytes, std::uint64_t bytes) {
+// Q1: a block with most of its objects back, some while a slot held it
+// and some after its retirement, stays retired (its class's queue stays
+// empty) until its class scavenges it (Q3).
+void test_retired_until_scavenged(std::uint64_t heap_bytes, std::uint64_t bytes) {
   utilisation::heap H(strategy_id::sm_slab, heap_bytes);
   const layout& L = gpualloc::state_of<gpualloc::strategies::sm_slab::state>(H.get()).L;
   const blocks B(L, H.get()->space.begin);
@@ -197,14 +198,16 @@ void test_queued_at_retirement(std::uint64_t heap_bytes, std::uint64_t bytes) {
     done = r.exhausted;
   }
   CHECK(taken == K, "blocks: a fresh pass handed out %u of %u objects", taken, K);
-  const std::uint32_t back = K - K / 4 * 3;  // the count falls to Q1's threshold, K / 4 * 3
-  for (std::uint32_t i = 0; i < back; ++i) B.give_back(seg, i / 64, std::uint64_t{1} << (i % 64), 1);
-  CHECK(slot_word::segment(B.get(c)) != seg, "blocks: a block a slot holds was queued");
+  const std::uint32_t held = K / 4, back = K - 1;  // back while a slot held it, and in all
+  for (std::uint32_t i = 0; i < held; ++i) B.give_back(seg, i / 64, std::uint64_t{1} << (i % 64), 1);
   B.end_pass(seg, c, at, false);
+  for (std::uint32_t i = held; i < back; ++i) B.give_back(seg, i / 64, std::uint64_t{1} << (i % 64), 1);
+  CHECK(!B.any_queued(c), "blocks: a free or a retirement queued a block (Q1)");
+  CHECK(B.scavenge(c) && B.any_queued(c), "blocks: a retired block with free objects was not scavenged (Q3)");
   const std::uint32_t again = B.get(c);
   CHECK(slot_word::segment(again) == seg && !slot_word::fresh(again),
-        "blocks: a block retired with a quarter of it free was not queued (Q1)");
-  std::printf("blocks: %" PRIu64 " B: a block retired with %u of %u objects free is queued by its retirement\n",
+        "blocks: the scavenged block is not the next one its class gets");
+  std::printf("blocks: %" PRIu64 " B: a block retired with %u of %u objects free stays retired until scavenged\n",
               bytes, back, K);
 }
 
@@ -321,8 +324,10 @@ void test_idle_blocks_return(std::uint64_t heap_bytes, int threads) {
 // Threads hold `share` of a 16 MiB arena in blocks of 16 B .. `largest`
 // (multiples of 16) and replace random ones until each was replaced twice
 // on average: no 16-byte granule handed to two blocks at once, and with
-// `must_serve` no NULL (blocks.h Q3 queues blocks too full for Q1; without
-// it 16 B churn held 78-80 % of the arena, with it 95-98 %: --report).
+// `must_serve` no NULL (blocks.h Q3 queues a class's retired blocks with
+// any object free once it runs dry; while blocks were also queued from a
+// quarter free, without Q3 16 B churn held 78-80 % of the arena, with it
+// 95-98 %: --report).
 void test_churn_near_full(double share, std::uint64_t largest, bool must_serve) {
   constexpr int threads = 8;
   utilisation::heap H(strategy_id::sm_slab, 16u << 20);
@@ -455,8 +460,8 @@ int main(int argc, char** argv) {
   test_layouts();
   test_block_life(16u << 20, 48);
   test_block_life(std::uint64_t{256} << 20, 4096);
-  test_queued_at_retirement(16u << 20, 48);
-  test_queued_at_retirement(std::uint64_t{256} << 20, 4096);
+  test_retired_until_scavenged(16u << 20, 48);
+  test_retired_until_scavenged(std::uint64_t{256} << 20, 4096);
   test_span_claims();
   test_idle_blocks_return(16u << 20, 8);
   test_idle_blocks_return(64u << 20, 8);

@@ -51,28 +51,30 @@
 //  B4 count grows only when a pass starts (+K), and a pass starts only on a
 //     block a slot holds; a block nobody holds only loses count. So among
 //     the threads that lower an unheld block's count, exactly one reaches
-//     0, and the threshold below is crossed once per retirement.
-//  Q1 A retired block (no flag) whose count falls to 3K/4 or below (a
-//     quarter of its objects free, at least) is queued by the one thread
-//     whose own change made it so (B4: the decrement that crossed 3K/4, or
-//     the retirement of a block already below): it reserves room in its
-//     class's queue (none left: the block stays retired until all of it is
-//     free), one compare-and-swap sets `queued` with a new ticket, then its
-//     segment goes into the queue. (When every free that found the block
-//     below 3K/4 tried, a burst of frees raced for each block's queueing:
-//     a third of a 16 B free kernel's warps took room, lost the
-//     compare-and-swap and gave the room back; ncu, H200.)
-//     (Reused from half free, churn kept ~60% of a heap live; from a
-//     quarter, ~70-80%: sm_slab_parts.cpp --report.) A queue entry is a
-//     hint: a refill dequeues a segment and takes it only if it is queued
-//     and formatted for the refill's class, by a compare-and-swap from
-//     queued to in_slot that it retries while the ticket it first read
-//     stays (no format or enqueue in between) and the block stays queued;
-//     otherwise the entry is stale (the block was released, or queued
-//     anew, maybe for another class) and is dropped. (Not retried, a
-//     compare-and-swap that lost to a free dropped the entry of a block
-//     still queued, and that block served no request until all of it was
-//     free: 16 B blocks under churn ran out from 50% live.)
+//     0.
+//  Q1 Only Q3 queues a block. A retired block with objects live stays
+//     retired (no free queues it) until all of it is free (B2) or its
+//     class runs out of blocks and scavenges it (Q3). (Queued as soon as a
+//     quarter of it was free, as before, every block that a burst of frees
+//     emptied was queued and then released (Q2), and the next kernel's
+//     refills dropped the stale entries one at a time, each a chain of
+//     atomics on its slot's path. 2^20 requests, 16 GiB, H200, x `atomic`:
+//     warm mixed sizes 16-64 B 3.9 -> 2.3, 16 B - 8 KiB 5.8 -> 3.2, warm
+//     16 B 2.0 -> 1.7, but warm 8 KiB 4.5 -> 4.9; frees of 16 B 3.6 ->
+//     3.2, of 4 KiB 4.7 -> 3.8. Churn on 2 GiB held as before: 16 B at 95 %
+//     and 16 B - 4 KiB at 80 % live for 20 rounds, 106 and 26 ms a round
+//     (106 and 30 before); on 256 MiB, 16 B - 4 KiB at 70 % said its first
+//     NULL in round 2 instead of round 7.)
+//     A queue entry is a hint: a refill dequeues a segment and takes it
+//     only if it is queued and formatted for the refill's class, by a
+//     compare-and-swap from queued to in_slot that it retries while the
+//     ticket it first read stays (no format or enqueue in between) and the
+//     block stays queued; otherwise the entry is stale (the block was
+//     released, or queued anew, maybe for another class) and is dropped.
+//     (Not retried, a compare-and-swap that lost to a free dropped the
+//     entry of a block still queued, and that block served no request
+//     until all of it was free: 16 B blocks under churn ran out from 50%
+//     live.)
 //     The pass starts (+K) when a slot takes the block (get), into `next`
 //     or current, but positions come only from current, so a block waiting
 //     in `next` can be let go again with none taken (end_pass, sm_slab.h P4).
@@ -84,11 +86,11 @@
 //  Q3 A request that its class cannot serve (no block in the tree or the
 //     class's queue; after P6's sweep, whatever that did: sm_slab.h)
 //     scavenges: it queues every retired block of its class with any
-//     object free, those Q1 left out (less than a quarter free), in the
-//     next window of 64 segments that has one, as Q1 would: room first, then one
-//     compare-and-swap from the holds it read (no flag, 0 < count < K, its
-//     ticket) to queued with a new ticket; a format, a release or Q1 in
-//     between changes the word, so the swap fails. The kind it checks is
+//     object free in the next window of 64 segments that has one: room
+//     first, then one compare-and-swap from the holds it read (no flag,
+//     0 < count < K, its ticket) to queued with a new ticket; a format, a
+//     release or another scavenger in between changes the word, so the
+//     swap fails. The kind it checks is
 //     read after holds (acquire), and a format's ticket comes with release
 //     after the kinds (get), so the kind is that of the life the ticket names or
 //     of a later one; then the swap fails, or (a race the memory model
@@ -224,11 +226,11 @@ class blocks {
   }
 
   // Objects whose bits lanes of one group set again in word w of seg's
-  // bitmap (`bits`, `lanes` objects): B1, then the count (B2, Q1, Q2).
+  // bitmap (`bits`, `lanes` objects): B1, then the count (B2, Q2).
   GPUALLOC_HD void give_back(std::uint32_t seg, std::uint32_t w, std::uint64_t bits, std::uint32_t lanes) const {
     detail::device_atomic<std::uint64_t>(bitmap(seg)[w]).fetch_or(bits, detail::release);
     const std::uint64_t after = holds(seg).fetch_sub(lanes, free_decrement) - lanes;
-    if (worth_a_look(after)) dropped(seg, after, lanes);
+    if (worth_a_look(after)) dropped(seg, after);
   }
 
   // Where this SM's next search for a span of 2^k segments (k > 0) starts:
@@ -261,7 +263,7 @@ class blocks {
 
   GPUALLOC_HD sweep_state& sweeps() const { return *reinterpret_cast<sweep_state*>(arena_ + L_.sweeps_offset); }
 
-  // A block for a slot of class c: a queued one (Q1, Q3) or a fresh span
+  // A block for a slot of class c: a queued one (Q3) or a fresh span
   // (its head), held by the slot, its pass started (B4), as a slot word's
   // block half: segment, width (slot_word::width_for) and whether it is
   // fresh (B1); 0 when the class has none and the tree no free span.
@@ -345,7 +347,8 @@ class blocks {
 
   // A slot lets go of seg, its pass ended (end_pass).
   GPUALLOC_HD void retire(std::uint32_t seg) const {
-    dropped(seg, holds(seg).fetch_sub(in_slot, detail::acq_rel) - in_slot, in_slot);
+    if (const std::uint64_t after = holds(seg).fetch_sub(in_slot, detail::acq_rel) - in_slot; worth_a_look(after))
+      dropped(seg, after);
   }
 
   // The highest run of `count` free segments, handed out whole; its first
@@ -419,7 +422,7 @@ class blocks {
   // Positions of the running pass a claimer took but found no free bit at.
   __attribute__((noinline)) GPUALLOC_HD void settle_missed(std::uint32_t seg, std::uint32_t missed) const {
     const std::uint64_t after = holds(seg).fetch_sub(missed, detail::acq_rel) - missed;
-    if (worth_a_look(after)) dropped(seg, after, missed);
+    if (worth_a_look(after)) dropped(seg, after);
   }
 
   // B1: positions [first, end) of a first pass that nobody was handed become free in the bitmap.
@@ -435,54 +438,29 @@ class blocks {
 
   // A free's decrement of `holds` releases; only on the host does it also
   // acquire. On the device the one free in many that acts on the count
-  // fences (dropped: acquire fence before B2; Q1 and Q2 compare-and-swap
-  // with acq_rel), so the others skip an acquire's L1 invalidation.
+  // fences (dropped: acquire fence before B2; Q2's compare-and-swap is
+  // acq_rel), so the others skip an acquire's L1 invalidation.
   static constexpr auto free_decrement = detail::device_or_host(detail::release, detail::acq_rel);
 
-  // Whether holds at `after` may ask something of dropped(): a block no
-  // slot or queue holds (B2, Q1), or a queued one whose count reached 0 (Q2).
+  // Whether holds at `after` may ask something of dropped(): count 0 in a
+  // block no slot holds (B2, Q2).
   GPUALLOC_HD static bool worth_a_look(std::uint64_t after) {
-    return (after & (in_slot | queued)) == 0 || (after & flags_and_count) == queued;
+    return (after & (count_mask | in_slot)) == 0;
   }
 
-  // Segment seg's holds fell to `after` (B2, Q1, Q2) by this thread's own
-  // change: `lowered` taken off it (a count, or the in_slot flag). Only
-  // that change makes it the releaser (count 0 with no flag, B4) or the one
-  // that queues the block (the change made it worth queueing, Q1); a value
-  // it reads again after a failed compare-and-swap makes it neither.
-  __attribute__((noinline)) GPUALLOC_HD void dropped(std::uint32_t seg, std::uint64_t after,
-                                                     std::uint64_t lowered) const {
-    detail::backoff wait;
-    const std::uint64_t before = after + lowered;
-    for (bool own = true;; own = false) {
-      const std::uint64_t count = after & count_mask, flags = after & (in_slot | queued);
-      std::uint64_t want;
-      if (flags == 0 && count == 0) {
-        if (!own) return;
-        detail::acquire_fence_on_device();  // after every decrement before this one (free_decrement)
-        return release(seg);  // B2
-      }
-      if (flags == queued && count == 0) {
-        want = after & ~flags_and_count;  // Q2
-      } else if (flags == 0) {
-        const std::uint32_t c = kind(seg);
-        if (c >= L_.classes) return;
-        const std::uint64_t threshold = L_.objects(c) / 4 * 3;
-        const bool was_worth = (before & (in_slot | queued)) == 0 && (before & count_mask) <= threshold;
-        if (count > threshold || was_worth) return;  // Q1 is not this thread's to do
-        if (!room(c).try_take(1)) return;  // the queue is full: the block stays retired
-        want = (after & ~flags_and_count) + one_ticket + queued + count;  // Q1
-        if (holds(seg).compare_exchange_strong(after, want, detail::acq_rel, detail::acquire))
-          return enqueue(c, seg);
-        room(c).add(1);  // a free lowered the count meanwhile: this thread still owns Q1
-        wait.pause();
-        continue;
-      } else {
-        return;
-      }
-      if (holds(seg).compare_exchange_strong(after, want, detail::acq_rel, detail::acquire)) return release(seg);
-      wait.pause();
+  // Segment seg's holds fell to `after`, count 0 and no slot holding it,
+  // by this thread's own change: only that change makes it the releaser
+  // (B2: no flag, B4), or the one that ends a queued block's life (Q2),
+  // unless a dequeue takes the block first (a value read again after a
+  // failed compare-and-swap is not this thread's).
+  __attribute__((noinline)) GPUALLOC_HD void dropped(std::uint32_t seg, std::uint64_t after) const {
+    if ((after & flags_and_count) == 0) {
+      detail::acquire_fence_on_device();  // after every decrement before this one (free_decrement)
+      return release(seg);                // B2
     }
+    for (detail::backoff wait; (after & flags_and_count) == queued; wait.pause())  // Q2
+      if (holds(seg).compare_exchange_strong(after, after & ~flags_and_count, detail::acq_rel, detail::acquire))
+        return release(seg);
   }
 
   // B2: the block's span back to the tree, its kinds free first (the

@@ -81,7 +81,7 @@
 //    instead of 86.5% (and held 80% and, in 16 B blocks, 95%): 2 GiB keeps
 //    all of it;
 //  - queues: per class, a ring of segment indices with room for all
-//    segments (a queue that is full takes no more: blocks.h Q1).
+//    segments (a queue that is full takes no more: blocks.h Q3).
 #pragma once
 
 #include <cstdint>

@@ -38,9 +38,9 @@
 // head, whose kind does), hence the object and its bit. Lanes on the same
 // bitmap word combine their bits (a sum of distinct bits is their union):
 // one fetch-or and one subtraction per group.
-// Retired blocks come back into use when a quarter of them is free (queued
-// per class, blocks.h Q1), or with any object free when a request finds
-// nothing else (Q3), and go back to the tree when all of it is (B2).
+// Retired blocks go back to the tree when all of a block is free (B2), and
+// come back into use with any object free when a request of their class
+// finds no other block (queued per class, blocks.h Q1, Q3).
 //
 // Slot pair (slot_pair, layout.h):
 //  P1 `current` is [position:32 | block]: a claim adds its lanes to the
