@@ -69,7 +69,7 @@
   X(crw, crw, "crw", full, "the heap less its tables (a run of units: 256 B, GPUALLOC_RW_UNIT)", 90, 80,                 \
     "CRW (Pham et al. 2022): RW trying the units after the thread's last claim first") \
   X(sm_slab, sm_slab, "sm-slab", full, "the heap less its tables, as a run of whole segments (32 KiB to 1 MiB each; 2 KiB up in heaps under 2 MiB)", 85, 70, \
-    "sm-slab (this project): per-SM current and next slab per size class, one fetch-add per warp (and one fetch-and once a slab is reused), free bitmaps, slabs a quarter free reused")
+    "sm-slab (this project): per-SM current and next slab per size class, one fetch-add per warp (and one fetch-and once a slab is reused), free bitmaps, partly free slabs reused once their class runs out")
 
 namespace gpualloc {
 
