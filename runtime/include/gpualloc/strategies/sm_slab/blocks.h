@@ -54,11 +54,11 @@
 //     0.
 //  Q1 Only Q3 queues a block. A retired block with objects live stays
 //     retired (no free queues it) until all of it is free (B2) or its
-//     class runs out of blocks and scavenges it (Q3). (Queued as soon as a
-//     quarter of it was free, as before, every block that a burst of frees
-//     emptied was queued and then released (Q2), and the next kernel's
-//     refills dropped the stale entries one at a time, each a chain of
-//     atomics on its slot's path. 2^20 requests, 16 GiB, H200, x `atomic`:
+//     class runs out of blocks and scavenges it (Q3). (While frees also
+//     queued a block once a quarter of it was free, every block that a
+//     burst of frees emptied was queued and then released (Q2), and the
+//     next kernel's refills dropped the stale entries one at a time, each
+//     a chain of atomics on its slot's path. 2^20 requests, 16 GiB, H200, x `atomic`:
 //     warm mixed sizes 16-64 B 3.9 -> 2.3, 16 B - 8 KiB 5.8 -> 3.2, warm
 //     16 B 2.0 -> 1.7, but warm 8 KiB 4.5 -> 4.9; frees of 16 B 3.6 ->
 //     3.2, of 4 KiB 4.7 -> 3.8. Churn on 2 GiB held as before: 16 B at 95 %
@@ -90,16 +90,16 @@
 //     first, then one compare-and-swap from the holds it read (no flag,
 //     0 < count < K, its ticket) to queued with a new ticket; a format, a
 //     release or another scavenger in between changes the word, so the
-//     swap fails. The kind it checks is
-//     read after holds (acquire), and a format's ticket comes with release
-//     after the kinds (get), so the kind is that of the life the ticket names or
-//     of a later one; then the swap fails, or (a race the memory model
-//     allows) queues the block of the earlier life in c's queue, where its
-//     entry is stale: dequeue drops it, and Q2 releases the block once all
-//     of it is free. Scavengers share a cursor over the windows; one gives
-//     up when the windows handed out since it began cover the heap. Its
-//     next refill dequeues one of the blocks, unless other SMs' refills
-//     took them first: then it scavenges again.
+//     swap fails. The kind it checks is read after holds (acquire), and a
+//     format's ticket comes with release after the kinds (get), so the
+//     kind is that of the life the ticket names or of a later one; then
+//     the swap fails, or (a race the memory model allows) queues the block
+//     of the earlier life in c's queue, where its entry is stale: dequeue
+//     drops it, and Q2 releases the block once all of it is free.
+//     Scavengers share a cursor over the windows; one gives up when the
+//     windows handed out since it began cover the heap. Its next refill
+//     dequeues one of the blocks, unless other SMs' refills took them
+//     first: then it scavenges again.
 //     (Called from the refill instead, or installing the block itself, it
 //     raised the benchmark's allocation kernels from 128 to 130-138
 //     registers, one 256-thread block per SM instead of two: 16 B requests
