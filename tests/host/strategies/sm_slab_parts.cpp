@@ -6,9 +6,9 @@
 //  layout        plans for heaps of 4 KiB .. 80 GiB and 1 .. 256 SMs: tables
 //                in order inside the arena, at least two objects a block,
 //                spans within their caps (the head's bitmap, 64 segments,
-//                arena/256) and at least objects_wanted objects below them,
-//                the slots' spans within an eighth of the arena (or one
-//                slot a class)
+//                arena/256) and at least objects_wanted objects below them
+//                unless the slot budget narrowed them (then narrow_objects),
+//                the slots' spans within the budget (or one slot a class)
 //  blocks        one thread through a block's life (blocks.h): a fresh pass,
 //                retirement, half freed and scavenged (Q3), a second pass
 //                that hands out exactly the freed objects, all freed and
@@ -59,15 +59,13 @@ using gpualloc::strategy_id;
 
 using host_test::failures;
 
-std::uint64_t object_bytes(std::uint32_t c) { return std::uint64_t{class_units(c)} << class_shift(c); }
-
 void test_classes() {
   const layout L = layout::make(std::uint64_t{80} << 30, 132);  // 1 MiB segments: every class
   CHECK(L.segment_log2 == max_segment_log2 && L.classes == max_classes, "classes: an 80 GiB heap has %u classes", L.classes);
   for (std::uint32_t c = 0; c < L.classes; ++c) {
-    const std::uint64_t size = object_bytes(c);
+    const std::uint64_t size = class_bytes(c);
     CHECK(size % 16 == 0 && class_of(size) == c, "classes: class %u (%" PRIu64 " B) maps to %u", c, size, class_of(size));
-    if (c > 0) CHECK(size > object_bytes(c - 1), "classes: class %u is not larger than %u", c, c - 1);
+    if (c > 0) CHECK(size > class_bytes(c - 1), "classes: class %u is not larger than %u", c, c - 1);
     CHECK((((L.segment_bytes() << L.cls[c].span_log2) - 1) >> class_shift(c)) < (1u << 29),
           "classes: class %u's offsets pass the reciprocal's range", c);
     for (std::uint32_t i : {0u, 1u, 2u, L.objects(c) / 3, L.objects(c) - 2, L.objects(c) - 1}) {
@@ -80,12 +78,12 @@ void test_classes() {
   }
   for (std::uint64_t bytes = 16; bytes <= L.segment_bytes() / 2; bytes += 16) {
     const std::uint32_t c = class_of(bytes);
-    CHECK(c < L.classes && object_bytes(c) >= bytes && (c == 0 || object_bytes(c - 1) < bytes) &&
-              (bytes <= 64 || object_bytes(c) * 4 <= bytes * 5),
+    CHECK(c < L.classes && class_bytes(c) >= bytes && (c == 0 || class_bytes(c - 1) < bytes) &&
+              (bytes <= 64 || class_bytes(c) * 4 <= bytes * 5),
           "classes: %" PRIu64 " B gets class %u", bytes, c);
   }
   std::printf("classes: %u classes of 16 B .. %" PRIu64 " B, every request in its smallest class\n", L.classes,
-              object_bytes(L.classes - 1));
+              class_bytes(L.classes - 1));
 }
 
 void test_layouts() {
@@ -104,16 +102,21 @@ void test_layouts() {
             "layout: %" PRIu64 " B on %u SMs: tables out of order or past the arena", bytes, sms);
       CHECK(L.queue_mask + 1 >= L.segments, "layout: %" PRIu64 " B: a queue holds fewer than the segments", bytes);
       std::uint64_t buffered = 0, slots = 0;
+      std::uint32_t narrowed = 0;  // classes whose span the budget narrowed
       for (std::uint32_t c = 0; c < L.classes; ++c) {
         CHECK(L.objects(c) >= 2, "layout: %" PRIu64 " B: class %u holds %u objects a block", bytes, c, L.objects(c));
         const std::uint32_t m = L.cls[c].span_log2;
-        const std::uint64_t size = object_bytes(c), span = L.segment_bytes() << m;
+        const std::uint64_t size = class_bytes(c), span = L.segment_bytes() << m;
         CHECK(m <= max_span_log2 && L.objects(c) == span / size &&
                   L.objects(c) <= (std::uint64_t{64} << L.bitmap_words_log2) && (m == 0 || span <= bytes / 256),
               "layout: %" PRIu64 " B: class %u's span of 2^%u segments breaks a cap", bytes, c, m);
-        CHECK(L.objects(c) >= objects_wanted(size) || m == max_span_log2 || size < (std::uint64_t{32} << m) ||
-                  span * 2 > bytes / 256,
-              "layout: %" PRIu64 " B: class %u's span of 2^%u segments could grow", bytes, c, m);
+        if (L.objects(c) < objects_wanted(size) && m < max_span_log2 && size >= (std::uint64_t{32} << m) &&
+            span * 2 <= bytes / 256) {
+          CHECK(L.objects(c) >= narrow_objects,
+                "layout: %" PRIu64 " B: class %u's span of 2^%u segments (%u objects) could grow", bytes, c, m,
+                L.objects(c));
+          ++narrowed;
+        }
         const std::uint64_t n = L.cls[c].slot_mask + 1;
         CHECK((n & (n - 1)) == 0 && L.cls[c].first_slot == slots, "layout: %" PRIu64 " B: class %u's slots", bytes, c);
         slots += n;
@@ -122,6 +125,10 @@ void test_layouts() {
       CHECK(slots == L.slot_count, "layout: slot count");
       CHECK(buffered <= slot_budget(bytes) || slots == L.classes,
             "layout: %" PRIu64 " B on %u SMs buffers %" PRIu64 " B in slots", bytes, sms, buffered);
+      // Spans narrow only while the slots are over budget, and each step halves one class's share.
+      CHECK(narrowed == 0 || buffered * 2 > slot_budget(bytes),
+            "layout: %" PRIu64 " B on %u SMs narrowed %u spans with the slots at %" PRIu64 " B", bytes, sms, narrowed,
+            buffered);
     }
   std::printf("layout: %d plans of 4 KiB .. 80 GiB on 1 .. 256 SMs\n", plans);
 }
@@ -282,7 +289,7 @@ void test_idle_blocks_return(std::uint64_t heap_bytes, int threads) {
           if (left[c] == 0) continue;
           --left[c];
           any = true;
-          const std::uint64_t bytes = object_bytes(c) - (t % 2) * 8;  // round up into c too
+          const std::uint64_t bytes = class_bytes(c) - (t % 2) * 8;  // round up into c too
           if (void* p = gpualloc::heap_malloc(H.get(), bytes))
             got.emplace_back(reinterpret_cast<std::uintptr_t>(p), bytes);
         }
@@ -442,7 +449,7 @@ void print_plan(std::uint64_t bytes, std::uint32_t sms) {
   std::printf("%" PRIu64 " MiB heap on %u SMs: %u segments of %" PRIu64 " KiB, tables %.2f%% of the arena\n",
               bytes >> 20, sms, L.segments, L.segment_bytes() >> 10, 100.0 * L.data_offset / bytes);
   for (std::uint32_t c = 0; c < L.classes; ++c)
-    std::printf("  %6" PRIu64 " B: span %2u, K %5u, %3u slots%s", object_bytes(c), 1u << L.cls[c].span_log2,
+    std::printf("  %6" PRIu64 " B: span %2u, K %5u, %3u slots%s", class_bytes(c), 1u << L.cls[c].span_log2,
                 L.objects(c), L.cls[c].slot_mask + 1, c % 4 == 3 ? "\n" : ";");
   std::printf("\n");
 }

@@ -26,7 +26,8 @@
 //    (span_objects, span_objects_most), else the smallest that does, capped so
 //    that the head's bitmap (a bit per 16 B of a segment) holds every
 //    object (size >= 16 << span_log2), a span lies in one word of the
-//    segment tree (at most 64 segments) and takes at most arena/256. Why:
+//    segment tree (at most 64 segments) and takes at most arena/256; the
+//    slot budget may narrow it again (slots, below). Why:
 //    with one-segment blocks (128 KiB on a 16 GiB heap, 132 SMs) a block
 //    held 128 objects of 1 KiB, 32 of 4 KiB, 16 of 8 KiB, so every warp or
 //    two refilled its SM's slot (lock, tree claim, format) and refills
@@ -41,45 +42,40 @@
 //    arena (below) then halved the slots of the larger classes;
 //  - slots: a pair (current, next block) per class and SM (the SM count
 //    rounded up to a power of two; SMs share a slot modulo the count) up to
-//    8 KiB, half as many per doubling above; halved further, the class whose
-//    slots buffer the most bytes first, until the blocks the slots can hold
-//    (two spans per slot, counting at most one slot per SM) stay within
-//    the slot budget (slot_budget: half the arena up to 1 GiB, all of it
-//    at 2 GiB, twice it from 4 GiB; at least one slot per class; SMs share
-//    the slots of a class with fewer slots than SMs). The share trades speed for
-//    memory: SMs that share a slot queue on its refills (the refills a slot
+//    8 KiB, half as many per doubling above. Then, while the blocks the
+//    slots can hold (two spans per slot, counting at most one slot per SM)
+//    exceed the slot budget, the class whose slots hold the most gives up
+//    half of it: its span narrows while a block keeps narrow_objects
+//    objects, else its slots halve (at least one per class; SMs share the
+//    slots of a class with fewer slots than SMs). The budget (slot_budget)
+//    is the arena up to 2 GiB and twice it from 4 GiB: the slots of every
+//    class are never all full at once, and a class that runs the heap dry
+//    takes back the idle ones (sm_slab.h P6).
+//    The budget trades speed for memory. A slot's refills are serial, so a
+//    class is as fast as the bytes its slots hold: the refills a slot
 //    serialises are the bytes its class hands out over the bytes its slots
-//    hold), while a current block holds memory only its class can use until
-//    a class that runs the heap dry takes back the idle ones (sm_slab.h P6).
-//    2^20 requests of 1, 4, 8 KiB (H100, 16 GiB, one run) took 6.7x, 26x,
-//    95x the time of `atomic` with an eighth of the arena, 5.5x, 22x, 44x
-//    with a quarter, 5.5x, 19x, 37x with half, 5.5x, 18x, 35x with all of
-//    it. Before P6 an eighth was the most a 4 GiB heap could spare (with
-//    half, 8 KiB requests ran it dry at 72.5%; conformance.cu promises 85%);
-//    with P6 half hands out 98.5% there, and so does all, but then its churn
-//    phase saw NULLs for 16 KiB blocks (spans of a whole tree word) with a
-//    quarter of the heap live: the other classes' current blocks leave too
-//    few whole words. Three quarters (H200, 16 GiB, blocks of objects_wanted):
-//    4 and 8 KiB took 4.7x and 11x instead of 8.3x and 19x, but churn of
-//    16 B - 4 KiB on 256 MiB held 50% of the heap live instead of 60%.
-//    Since blocks.h Q3, all of it costs churn nothing on large heaps and
-//    still costs it on small ones (H200, 2^20 requests, one run each):
-//    on 16 GiB, 4 and 8 KiB took 4.5x and 11x (warm; fresh heap 3.9x and
-//    7.8x) instead of 8.3x and 20x (6.9x, 14x) with half, and churn of
-//    16 B - 4 KiB held 70, 80 and 90% live for 20 rounds with either; on
-//    2 GiB it held 70 and 80% with either, and both filled to 87% of the
-//    90% asked; on 256 MiB its fill stopped at 66-69% live instead of 77%
-//    (16 B churn held 90 and 95% live with either, on 256 MiB and 2 GiB).
-//    Hence the budget grows from half to all between 1 and 2 GiB. From
-//    4 GiB it is twice the arena: the slots of every class are never all
-//    full at once, and P6 takes back the idle ones. On 16 GiB that gave
-//    8 KiB a slot per SM instead of one per two SMs: 8 KiB requests took
-//    6.1x and 4.3x `atomic` (warm, fresh heap) instead of 10x and 7.6x,
-//    the other sizes within 2% (H200, 2^20 requests, medians of 9); churn
-//    of 16 B - 4 KiB on 16 GiB held 80% live either way. With twice the
-//    arena on 2 GiB as well, its churn filled to 86.2% of the 90% asked
-//    instead of 86.5% (and held 80% and, in 16 B blocks, 95%): 2 GiB keeps
-//    all of it;
+//    hold. But a current block holds memory only its class can use, and
+//    under churn, with objects live, for good. Narrowing before halving
+//    keeps a slot per SM (SMs that share one queue on its refills) and
+//    makes blocks that empty sooner, which churn needs. History (2^20
+//    requests unless said, x `atomic`): 1, 4, 8 KiB on 16 GiB took 6.7x,
+//    26x, 95x with an eighth of the arena, 5.5x, 22x, 44x with a quarter,
+//    5.5x, 18x, 35x with all of it (H100); before P6, half the arena ran a
+//    4 GiB heap dry at 72.5% with 8 KiB requests. Twice the arena on 16 GiB
+//    gave 8 KiB a slot per SM (warm 10x -> 6.1x; H200). Up to 2026-12-03
+//    the slots halved without narrowing, within half the arena up to 1 GiB
+//    and all of it at 2 GiB; narrowing and the arena up to 2 GiB (H200,
+//    fresh heap, medians of 5 over two rounds, against that): on 64 MiB,
+//    16 B 9.9x -> 5.4x, 256 B (65,536 requests) 54x -> 30x, 4 KiB (4,096)
+//    176x -> 90x, 16 B - 4 KiB (8,192) 49x -> 28x; on 256 MiB 16 B 3.0x ->
+//    2.5x, 4 KiB (16,384) 216x -> 107x; on 1 GiB 256 B 6.6x -> 3.2x, 4 KiB
+//    (65,536) 72x -> 37x, mixed (131,072) 27x -> 9.7x; on 2 GiB mixed 11x
+//    -> 7.0x; on 4 GiB 4 KiB 6.4x -> 6.9x, the only point that lost. Churn
+//    of 16 B - 4 KiB held 90% of 2 GiB live for 10 rounds (twice; before,
+//    the fill stopped at 86%) and 60% of 256 MiB (before, a NULL in round
+//    3; 70% now stops filling at 68%), but a round takes longer (80% of
+//    2 GiB: 31 -> 40 ms; 50% of 256 MiB: 1.4 -> 3.6 ms): more blocks to
+//    refill;
 //  - queues: per class, a ring of segment indices with room for all
 //    segments (a queue that is full takes no more: blocks.h Q3).
 #pragma once
@@ -101,16 +97,16 @@ inline constexpr std::uint32_t usual_segment_log2 = 15;  // 32 KiB: four 8 KiB o
 inline constexpr std::uint32_t max_segment_log2 = 20;  // 1 MiB
 inline constexpr std::uint32_t span_objects = 512;     // objects a block should hold at least (spans)
 inline constexpr std::uint32_t span_objects_most = 2048;  // and up to this many, within span_bytes
+inline constexpr std::uint32_t narrow_objects = 64;    // a span narrowed for the slot budget keeps this many
 inline constexpr std::uint64_t span_bytes = std::uint64_t{1} << 20;
 inline constexpr std::uint32_t max_span_log2 = 6;      // 64 segments: one word of the segment tree
 inline constexpr std::uint32_t max_segments = (1u << 24) - 2;  // a slot word names segment + 1 in 24 bits, not all ones
 
-// The most the slots' blocks may hold (slots, at the top): half the arena
-// up to 1 GiB, twice it from 4 GiB, and arena / 2 GiB times it between
-// (all of it at 2 GiB).
+// The most the slots' blocks may hold (slots, at the top): the arena up
+// to 2 GiB, twice it from 4 GiB, and arena / 2 GiB times it between.
 GPUALLOC_INLINE constexpr std::uint64_t slot_budget(std::uint64_t arena_bytes) {
   constexpr std::uint64_t gib = std::uint64_t{1} << 30;
-  if (arena_bytes <= gib) return arena_bytes / 2;
+  if (arena_bytes <= 2 * gib) return arena_bytes;
   if (arena_bytes >= 4 * gib) return 2 * arena_bytes;
   return arena_bytes * (arena_bytes >> 20) / (2 * gib >> 20);
 }
@@ -134,6 +130,9 @@ GPUALLOC_INLINE std::uint32_t class_of(std::uint64_t bytes) {
 GPUALLOC_INLINE constexpr std::uint32_t class_units(std::uint32_t c) { return c < 4 ? c + 1 : 5 + (c - 4) % 4; }
 GPUALLOC_INLINE constexpr std::uint32_t class_shift(std::uint32_t c) {
   return c < 4 ? min_object_log2 : 4 + (c - 4) / 4;
+}
+GPUALLOC_INLINE constexpr std::uint64_t class_bytes(std::uint32_t c) {
+  return std::uint64_t{class_units(c)} << class_shift(c);
 }
 
 // The objects a block of `size`-byte objects should hold: span_bytes' worth,
@@ -291,15 +290,16 @@ struct layout {
     L.bitmap_words_log2 = S - min_object_log2 - 6;
 
     // Spans and slots: one pair per SM up to 8 KiB, halved per doubling
-    // above; then halved (most bytes held first) while two spans a slot
-    // exceed the slot budget.
+    // above; then, while two spans a slot exceed the slot budget, the class
+    // whose slots hold the most bytes gives up half: its span narrows while
+    // it keeps narrow_objects, else its slots halve.
     std::uint64_t slots[max_classes];
     for (std::uint32_t c = 0; c < L.classes; ++c) {
       const std::uint32_t halvings = c < small_classes ? 0 : (c - small_classes) / 4 + 1;
       slots[c] = sm_slots >> halvings ? sm_slots >> halvings : 1;
       class_info& ci = L.cls[c];
       ci.reciprocal = ((std::uint64_t{1} << 32) + class_units(c) - 1) / class_units(c);
-      const std::uint64_t size = std::uint64_t{class_units(c)} << class_shift(c);
+      const std::uint64_t size = class_bytes(c);
       std::uint32_t m = 0;  // the span (see the top)
       while (m < max_span_log2 && (std::uint64_t{1} << (S + m)) / size < objects_wanted(size) &&
              size >= std::uint64_t{16} << (m + 1) && (std::uint64_t{1} << (S + m + 1)) <= arena_bytes / 256)
@@ -307,16 +307,26 @@ struct layout {
       ci.span_log2 = m;
       ci.objects = static_cast<std::uint32_t>((std::uint64_t{1} << (S + m)) / size);
     }
+    const auto narrowable = [&](std::uint32_t c) {
+      const std::uint32_t m = L.cls[c].span_log2;
+      return m > 0 && (std::uint64_t{1} << (S + m - 1)) / class_bytes(c) >= narrow_objects;
+    };
     for (;;) {
       std::uint64_t buffered = 0, largest = 0;  // largest: the most segments one class's slots hold
       std::uint32_t largest_class = 0;
       for (std::uint32_t c = 0; c < L.classes; ++c) {
         const std::uint64_t used = (slots[c] < sms ? slots[c] : sms) << L.cls[c].span_log2;
         buffered += used * 2 << S;
-        if (slots[c] > 1 && used >= largest) largest = used, largest_class = c;
+        if ((slots[c] > 1 || narrowable(c)) && used >= largest) largest = used, largest_class = c;
       }
       if (buffered <= slot_budget(arena_bytes) || largest == 0) break;
-      slots[largest_class] /= 2;
+      class_info& ci = L.cls[largest_class];
+      if (narrowable(largest_class)) {
+        --ci.span_log2;
+        ci.objects = static_cast<std::uint32_t>((std::uint64_t{1} << (S + ci.span_log2)) / class_bytes(largest_class));
+      } else {
+        slots[largest_class] /= 2;
+      }
     }
     for (std::uint32_t c = 0; c < L.classes; ++c) {
       L.cls[c].first_slot = static_cast<std::uint32_t>(L.slot_count);
