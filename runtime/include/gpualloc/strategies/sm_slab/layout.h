@@ -71,11 +71,11 @@
 //    2.5x, 4 KiB (16,384) 216x -> 107x; on 1 GiB 256 B 6.6x -> 3.2x, 4 KiB
 //    (65,536) 72x -> 37x, mixed (131,072) 27x -> 9.7x; on 2 GiB mixed 11x
 //    -> 7.0x; on 4 GiB 4 KiB 6.4x -> 6.9x, the only point that lost. Churn
-//    of 16 B - 4 KiB held 90% of 2 GiB live for 10 rounds (twice; before,
-//    the fill stopped at 86%) and 60% of 256 MiB (before, a NULL in round
-//    3; 70% now stops filling at 68%), but a round takes longer (80% of
-//    2 GiB: 31 -> 40 ms; 50% of 256 MiB: 1.4 -> 3.6 ms): more blocks to
-//    refill;
+//    of 16 B - 4 KiB held 90% of 2 GiB live for 2000 rounds (before, the
+//    fill stopped at 86%) and 60% of 256 MiB until round 9 of 200 (before,
+//    a NULL in round 3; 70% now stops filling at 68%), but a round takes
+//    longer (80% of 2 GiB: 31 -> 40 ms; 50% of 256 MiB: 1.4 -> 3.6 ms):
+//    more blocks to refill;
 //  - queues: per class, a ring of segment indices with room for all
 //    segments (a queue that is full takes no more: blocks.h Q3).
 #pragma once
