@@ -294,6 +294,9 @@ struct layout {
     // whose slots hold the most bytes gives up half: its span narrows while
     // it keeps narrow_objects, else its slots halve.
     std::uint64_t slots[max_classes];
+    const auto objects_in = [S](std::uint32_t c, std::uint32_t m) {  // a span of 2^m segments, class c
+      return static_cast<std::uint32_t>((std::uint64_t{1} << (S + m)) / class_bytes(c));
+    };
     for (std::uint32_t c = 0; c < L.classes; ++c) {
       const std::uint32_t halvings = c < small_classes ? 0 : (c - small_classes) / 4 + 1;
       slots[c] = sm_slots >> halvings ? sm_slots >> halvings : 1;
@@ -301,15 +304,15 @@ struct layout {
       ci.reciprocal = ((std::uint64_t{1} << 32) + class_units(c) - 1) / class_units(c);
       const std::uint64_t size = class_bytes(c);
       std::uint32_t m = 0;  // the span (see the top)
-      while (m < max_span_log2 && (std::uint64_t{1} << (S + m)) / size < objects_wanted(size) &&
+      while (m < max_span_log2 && objects_in(c, m) < objects_wanted(size) &&
              size >= std::uint64_t{16} << (m + 1) && (std::uint64_t{1} << (S + m + 1)) <= arena_bytes / 256)
         ++m;
       ci.span_log2 = m;
-      ci.objects = static_cast<std::uint32_t>((std::uint64_t{1} << (S + m)) / size);
+      ci.objects = objects_in(c, m);
     }
     const auto narrowable = [&](std::uint32_t c) {
       const std::uint32_t m = L.cls[c].span_log2;
-      return m > 0 && (std::uint64_t{1} << (S + m - 1)) / class_bytes(c) >= narrow_objects;
+      return m > 0 && objects_in(c, m - 1) >= narrow_objects;
     };
     for (;;) {
       std::uint64_t buffered = 0, largest = 0;  // largest: the most segments one class's slots hold
@@ -323,7 +326,7 @@ struct layout {
       class_info& ci = L.cls[largest_class];
       if (narrowable(largest_class)) {
         --ci.span_log2;
-        ci.objects = static_cast<std::uint32_t>((std::uint64_t{1} << (S + ci.span_log2)) / class_bytes(largest_class));
+        ci.objects = objects_in(largest_class, ci.span_log2);
       } else {
         slots[largest_class] /= 2;
       }
