@@ -8,7 +8,9 @@
 //                spans within their caps (the head's bitmap, 64 segments,
 //                arena/256) and at least objects_wanted objects below them
 //                unless the slot budget narrowed them (then narrow_objects),
-//                the slots' spans within the budget (or one slot a class)
+//                the slots' spans within the budget (or one slot a class);
+//                spans wider than objects_wanted (up to span_objects_roomy)
+//                only with every budget kept and no span narrowed
 //  blocks        one thread through a block's life (blocks.h): a fresh pass,
 //                retirement, half freed and scavenged (Q3), a second pass
 //                that hands out exactly the freed objects, all freed and
@@ -101,8 +103,9 @@ void test_layouts() {
                 L.tree_offset < L.data_offset && L.data_offset + (std::uint64_t{L.segments} << L.segment_log2) <= bytes,
             "layout: %" PRIu64 " B on %u SMs: tables out of order or past the arena", bytes, sms);
       CHECK(L.queue_mask + 1 >= L.segments, "layout: %" PRIu64 " B: a queue holds fewer than the segments", bytes);
-      std::uint64_t buffered = 0, slots = 0;
-      std::uint32_t narrowed = 0;  // classes whose span the budget narrowed
+      std::uint64_t buffered = 0, small = 0, slots = 0;  // small: the slots' bytes of classes up to 8 KiB
+      std::uint32_t narrowed = 0;          // classes whose span the budget narrowed
+      std::uint32_t wide = 0, wide_small = 0;  // classes (up to 8 KiB) whose span is wider than objects_wanted asks
       for (std::uint32_t c = 0; c < L.classes; ++c) {
         CHECK(L.objects(c) >= 2, "layout: %" PRIu64 " B: class %u holds %u objects a block", bytes, c, L.objects(c));
         const std::uint32_t m = L.cls[c].span_log2;
@@ -117,11 +120,25 @@ void test_layouts() {
                 L.objects(c));
           ++narrowed;
         }
+        // A span wider than objects_wanted asks holds at most span_objects_roomy's worth.
+        const bool roomy = m > 0 && (span / 2) / size >= objects_wanted(size);
+        CHECK(!roomy || (span / 2) / size < objects_wanted(size, span_objects_roomy),
+              "layout: %" PRIu64 " B: class %u's span of 2^%u segments is wider than wanted", bytes, c, m);
+        wide += roomy;
+        wide_small += roomy && c < small_classes;
         const std::uint64_t n = L.cls[c].slot_mask + 1;
         CHECK((n & (n - 1)) == 0 && L.cls[c].first_slot == slots, "layout: %" PRIu64 " B: class %u's slots", bytes, c);
         slots += n;
-        buffered += (n < sms ? n : sms) * 2 << (L.segment_log2 + m);
+        const std::uint64_t held = (n < sms ? n : sms) * 2 << (L.segment_log2 + m);
+        buffered += held;
+        if (c < small_classes) small += held;
       }
+      // Wide spans only where the slots have room: they narrow first (layout.h slots).
+      CHECK((wide == 0 || (narrowed == 0 && buffered <= slot_budget(bytes))) &&
+                (wide_small == 0 || small <= small_slot_budget(bytes)),
+            "layout: %" PRIu64 " B on %u SMs keeps %u wide spans (%u up to 8 KiB) with the slots at %" PRIu64
+            " B (%" PRIu64 " B up to 8 KiB)",
+            bytes, sms, wide, wide_small, buffered, small);
       CHECK(slots == L.slot_count, "layout: slot count");
       CHECK(buffered <= slot_budget(bytes) || slots == L.classes,
             "layout: %" PRIu64 " B on %u SMs buffers %" PRIu64 " B in slots", bytes, sms, buffered);

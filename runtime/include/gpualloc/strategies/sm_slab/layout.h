@@ -22,8 +22,9 @@
 //    segments, aligned to its size (the first, its head, carries the
 //    block's record and bitmap), and holds objects(c) = floor(span / size)
 //    objects. The span is one segment where that already gives
-//    objects_wanted: 1 MiB of objects, at least 512 and at most 2048
-//    (span_objects, span_objects_most), else the smallest that does, capped so
+//    objects_wanted: 1 MiB of objects, at least 1024 (span_objects_roomy;
+//    the slots may take it back to 512, span_objects, below) and at most
+//    2048 (span_objects_most), else the smallest that does, capped so
 //    that the head's bitmap (a bit per 16 B of a segment) holds every
 //    object (size >= 16 << span_log2), a span lies in one word of the
 //    segment tree (at most 64 segments) and takes at most arena/256; the
@@ -39,15 +40,29 @@
 //    cost an SM one refill's wait. 2048 objects of 256 B (512 KiB) and 1024
 //    of 1 KiB (1 MiB) took 1.7x and 2.1x (warm); 2048 of 1 KiB and of 4 KiB
 //    were slower again (2.3x; 14x against 9.7x): the slots' share of the
-//    arena (below) then halved the slots of the larger classes;
+//    arena (below) then halved the slots of the larger classes. At least
+//    1024 where the slots have room (2026-12-03; 512 before) took 2, 4, 6 KiB
+//    from 2.70x, 2.83x, 2.75x to 2.05x, 2.17x, 2.07x on a fresh 16 GiB heap
+//    and from 3.04x, 3.20x, 2.95x to 2.17x, 2.32x, 2.22x warm (H200, medians
+//    of 7 over two rounds); 8 KiB (512 there, below) stayed at 3.0x, 3.5x;
 //  - slots: a pair (current, next block) per class and SM (the SM count
 //    rounded up to a power of two; SMs share a slot modulo the count) up to
 //    8 KiB, half as many per doubling above. Then, while the blocks the
 //    slots can hold (two spans per slot, counting at most one slot per SM)
-//    exceed the slot budget, the class whose slots hold the most gives up
-//    half of it: its span narrows while a block keeps narrow_objects
+//    exceed the slot budget, or those of the classes up to 8 KiB exceed
+//    the arena (small_slot_budget), a class gives up half of its share:
+//    first one whose span holds more than span_objects asks (roomy: it
+//    narrows back towards 512), the one whose slots hold the most among
+//    them; then, for the slot budget alone, the class whose slots hold
+//    the most: its span narrows while a block keeps narrow_objects
 //    objects, else its slots halve (at least one per class; SMs share the
-//    slots of a class with fewer slots than SMs). The budget (slot_budget)
+//    slots of a class with fewer slots than SMs). So the wider spans
+//    change no layout below 16 GiB (132 SMs), and on 16 GiB they stop at
+//    6 KiB. The classes up to 8 KiB have their own budget because a
+//    workload of mixed sizes keeps all their slots busy at once: with
+//    1024 objects for every class (17.4 GiB of slots on a 16 GiB heap),
+//    2^20 requests of 16 B - 8 KiB took 4.0x `atomic` on a fresh heap
+//    instead of 3.3x (3.2x now; 16 B - 4 KiB 3.1x -> 2.9x); The budget (slot_budget)
 //    is the arena up to 2 GiB and twice it from 4 GiB: the slots of every
 //    class are never all full at once, and a class that runs the heap dry
 //    takes back the idle ones (sm_slab.h P6).
@@ -96,6 +111,7 @@ inline constexpr std::uint32_t min_segment_log2 = 11;  // 2 KiB, for tiny heaps
 inline constexpr std::uint32_t usual_segment_log2 = 15;  // 32 KiB: four 8 KiB objects
 inline constexpr std::uint32_t max_segment_log2 = 20;  // 1 MiB
 inline constexpr std::uint32_t span_objects = 512;     // objects a block should hold at least (spans)
+inline constexpr std::uint32_t span_objects_roomy = 1024;  // and where the slots have room, this many (slots)
 inline constexpr std::uint32_t span_objects_most = 2048;  // and up to this many, within span_bytes
 inline constexpr std::uint32_t narrow_objects = 64;    // a span narrowed for the slot budget keeps this many
 inline constexpr std::uint64_t span_bytes = std::uint64_t{1} << 20;
@@ -136,11 +152,16 @@ GPUALLOC_INLINE constexpr std::uint64_t class_bytes(std::uint32_t c) {
 }
 
 // The objects a block of `size`-byte objects should hold: span_bytes' worth,
-// at least span_objects and at most span_objects_most (layout's spans).
-GPUALLOC_INLINE constexpr std::uint64_t objects_wanted(std::uint64_t size) {
+// at least `least` (span_objects, or span_objects_roomy where the slots have
+// room) and at most span_objects_most (layout's spans).
+GPUALLOC_INLINE constexpr std::uint64_t objects_wanted(std::uint64_t size, std::uint64_t least = span_objects) {
   const std::uint64_t by_bytes = span_bytes / size;
-  return by_bytes < span_objects ? span_objects : by_bytes > span_objects_most ? span_objects_most : by_bytes;
+  return by_bytes < least ? least : by_bytes > span_objects_most ? span_objects_most : by_bytes;
 }
+
+// The most the blocks of the classes up to 8 KiB may hold in their slots: a
+// workload of mixed sizes keeps every one of them busy at once (layout's slots).
+GPUALLOC_INLINE constexpr std::uint64_t small_slot_budget(std::uint64_t arena_bytes) { return arena_bytes; }
 
 // Per segment (blocks.h).
 struct segment_record {
@@ -290,9 +311,10 @@ struct layout {
     L.bitmap_words_log2 = S - min_object_log2 - 6;
 
     // Spans and slots: one pair per SM up to 8 KiB, halved per doubling
-    // above; then, while two spans a slot exceed the slot budget, the class
-    // whose slots hold the most bytes gives up half: its span narrows while
-    // it keeps narrow_objects, else its slots halve.
+    // above; then, while two spans a slot exceed the slot budget (or, for
+    // the classes up to 8 KiB, their own), a class gives up half: a roomy
+    // one first, else the one whose slots hold the most bytes: its span
+    // narrows while it keeps narrow_objects, else its slots halve.
     std::uint64_t slots[max_classes];
     const auto objects_in = [S](std::uint32_t c, std::uint32_t m) {  // a span of 2^m segments, class c
       return static_cast<std::uint32_t>((std::uint64_t{1} << (S + m)) / class_bytes(c));
@@ -304,7 +326,7 @@ struct layout {
       ci.reciprocal = ((std::uint64_t{1} << 32) + class_units(c) - 1) / class_units(c);
       const std::uint64_t size = class_bytes(c);
       std::uint32_t m = 0;  // the span (see the top)
-      while (m < max_span_log2 && objects_in(c, m) < objects_wanted(size) &&
+      while (m < max_span_log2 && objects_in(c, m) < objects_wanted(size, span_objects_roomy) &&
              size >= std::uint64_t{16} << (m + 1) && (std::uint64_t{1} << (S + m + 1)) <= arena_bytes / 256)
         ++m;
       ci.span_log2 = m;
@@ -314,15 +336,30 @@ struct layout {
       const std::uint32_t m = L.cls[c].span_log2;
       return m > 0 && objects_in(c, m - 1) >= narrow_objects;
     };
+    const auto roomy = [&](std::uint32_t c) {  // narrowed, it still holds objects_wanted
+      const std::uint32_t m = L.cls[c].span_log2;
+      return m > 0 && objects_in(c, m - 1) >= objects_wanted(class_bytes(c));
+    };
     for (;;) {
-      std::uint64_t buffered = 0, largest = 0;  // largest: the most segments one class's slots hold
+      std::uint64_t buffered = 0, small = 0;  // bytes in all slots, in those of the classes up to 8 KiB
+      for (std::uint32_t c = 0; c < L.classes; ++c) {
+        const std::uint64_t bytes = ((slots[c] < sms ? slots[c] : sms) * 2) << (S + L.cls[c].span_log2);
+        buffered += bytes;
+        if (c < small_classes) small += bytes;
+      }
+      const bool over = buffered > slot_budget(arena_bytes);
+      if (!over && small <= small_slot_budget(arena_bytes)) break;
+      // The class to give up half: roomy ones first, then the one whose slots hold the most.
+      std::uint64_t largest = 0;  // the most segments one candidate's slots hold
       std::uint32_t largest_class = 0;
+      bool largest_roomy = false;
       for (std::uint32_t c = 0; c < L.classes; ++c) {
         const std::uint64_t used = (slots[c] < sms ? slots[c] : sms) << L.cls[c].span_log2;
-        buffered += used * 2 << S;
-        if ((slots[c] > 1 || narrowable(c)) && used >= largest) largest = used, largest_class = c;
+        const bool candidate = over ? slots[c] > 1 || narrowable(c) : c < small_classes && roomy(c);
+        if (candidate && (roomy(c) > largest_roomy || (roomy(c) == largest_roomy && used >= largest)))
+          largest = used, largest_class = c, largest_roomy = roomy(c);
       }
-      if (buffered <= slot_budget(arena_bytes) || largest == 0) break;
+      if (largest == 0) break;
       class_info& ci = L.cls[largest_class];
       if (narrowable(largest_class)) {
         --ci.span_log2;
