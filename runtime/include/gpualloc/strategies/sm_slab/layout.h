@@ -62,7 +62,12 @@
 //    workload of mixed sizes keeps all their slots busy at once: with
 //    1024 objects for every class (17.4 GiB of slots on a 16 GiB heap),
 //    2^20 requests of 16 B - 8 KiB took 4.0x `atomic` on a fresh heap
-//    instead of 3.3x (3.2x now; 16 B - 4 KiB 3.1x -> 2.9x); The budget (slot_budget)
+//    instead of 3.3x (3.2x now; 16 B - 4 KiB 3.1x -> 2.9x). Which classes
+//    narrow matters as much as the bytes: narrowing first the classes
+//    that keep the most objects (2.5 and 5 KiB at this budget, 16.2 GiB;
+//    six classes at 7/8 of the arena, 14.1 GiB) left 7 and 8 KiB wide:
+//    8 KiB alone went from 3.0x to 2.3x, but 16 B - 8 KiB to 3.9-4.0x
+//    (H200; cause not found); The budget (slot_budget)
 //    is the arena up to 2 GiB and twice it from 4 GiB: the slots of every
 //    class are never all full at once, and a class that runs the heap dry
 //    takes back the idle ones (sm_slab.h P6).
