@@ -67,7 +67,7 @@
 //    that keep the most objects (2.5 and 5 KiB at this budget, 16.2 GiB;
 //    six classes at 7/8 of the arena, 14.1 GiB) left 7 and 8 KiB wide:
 //    8 KiB alone went from 3.0x to 2.3x, but 16 B - 8 KiB to 3.9-4.0x
-//    (H200; cause not found); The budget (slot_budget)
+//    (H200; cause not found). The budget (slot_budget)
 //    is the arena up to 2 GiB and twice it from 4 GiB: the slots of every
 //    class are never all full at once, and a class that runs the heap dry
 //    takes back the idle ones (sm_slab.h P6).
