@@ -57,8 +57,9 @@
 //    the most: its span narrows while a block keeps narrow_objects
 //    objects, else its slots halve (at least one per class; SMs share the
 //    slots of a class with fewer slots than SMs). So the wider spans
-//    change no layout below 16 GiB (132 SMs), and on 16 GiB they stop at
-//    6 KiB. The classes up to 8 KiB have their own budget because a
+//    change no layout up to 12 GiB (132 SMs; from about 12.3 GiB the
+//    classes from 1.25 KiB widen as the budgets allow), and on 16 GiB
+//    they stop at 6 KiB. The classes up to 8 KiB have their own budget because a
 //    workload of mixed sizes keeps all their slots busy at once: with
 //    1024 objects for every class (17.4 GiB of slots on a 16 GiB heap),
 //    2^20 requests of 16 B - 8 KiB took 4.0x `atomic` on a fresh heap
