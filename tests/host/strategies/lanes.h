@@ -7,7 +7,7 @@
 // chosen lanes of a full warp, two and four divergent branches (each branch
 // its own group, all calling at once), loops that lanes leave after different
 // counts, malloc(0) beside 24-byte requests, a size per lane (1 .. 300 B,
-// 16 + (lane % 7) * 48, 8 .. 4096 B), one size for the group through the
+// 16 + (lane % 7) * 48 with some lanes at 100 KiB, 8 .. 4096 B), one size for the group through the
 // front end or as a same-size group; frees of the neighbour lane's blocks, of
 // other warps' (through a mailbox), and frees in some lanes while the others
 // allocate. The front end rounds every request to 16 B, so lanes of one
@@ -176,8 +176,8 @@ struct run_state {
         case 5:  // malloc(0) everywhere, or beside 24 B in the other branch
           set_malloc(w, l, salt % 2 ? 1 : 1 + (l & 1), salt % 2 || (l & 1) == 0 ? 0 : 24);
           break;
-        case 6:  // 16 + (t % 7) * 48
-          set_malloc(w, l, 1, 16 + (l + salt) % 7 * 48);
+        case 6:  // 16 + (t % 7) * 48, and in some lanes 100 KiB (sm-slab: a run beside the classes)
+          set_malloc(w, l, 1, (l + salt) % 11 == 0 ? 100 << 10 : 16 + (l + salt) % 7 * 48);
           break;
         case 7:  // a few sizes of one class: runs of different lengths
           set_malloc(w, l, 1, 16 * (1 + (l * 5 + salt) % 8));

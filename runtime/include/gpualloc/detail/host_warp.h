@@ -88,7 +88,7 @@ class host_warp {
  public:
   static constexpr unsigned max_lanes = 32;
 
-  enum class op : unsigned char { partition, broadcast, shuffle_from_rank, exclusive_sum, all, sync };
+  enum class op : unsigned char { partition, ballot, broadcast, shuffle_from_rank, exclusive_sum, all, sync };
 
   explicit host_warp(unsigned lanes, std::chrono::milliseconds patience = std::chrono::seconds(30))
       : lanes_(lanes), patience_(patience) {
@@ -163,6 +163,7 @@ class host_warp {
   static const char* name(op what) {
     switch (what) {
       case op::partition: return "partition";
+      case op::ballot: return "ballot";
       case op::broadcast: return "broadcast";
       case op::shuffle_from_rank: return "shuffle_from_rank";
       case op::exclusive_sum: return "exclusive_sum";
