@@ -52,23 +52,32 @@
 //    exceed the slot budget, or those of the classes up to 8 KiB exceed
 //    the arena (small_slot_budget), a class gives up half of its share:
 //    first one whose span holds more than span_objects asks (roomy: it
-//    narrows back towards 512), the one whose slots hold the most among
-//    them; then, for the slot budget alone, the class whose slots hold
+//    narrows back towards 512): for the small classes' budget the one
+//    whose blocks hold the most objects, for the slot budget the one
+//    whose slots hold the most; then, for the slot budget alone, the class whose slots hold
 //    the most: its span narrows while a block keeps narrow_objects
 //    objects, else its slots halve (at least one per class; SMs share the
 //    slots of a class with fewer slots than SMs). So the wider spans
 //    change no layout up to 12 GiB (132 SMs; from about 12.3 GiB the
 //    classes from 1.25 KiB widen as the budgets allow), and on 16 GiB
-//    they stop at 6 KiB. The classes up to 8 KiB have their own budget because a
+//    2.5 and 5 KiB narrow back (819 objects) while 7 and 8 KiB stay wide
+//    (1,170 and 1,024; on 132 SMs this choice changes the layouts of
+//    about 15 to 16.5 GiB, host layout tool). The classes up to 8 KiB have their own budget because a
 //    workload of mixed sizes keeps all their slots busy at once: with
 //    1024 objects for every class (17.4 GiB of slots on a 16 GiB heap),
 //    2^20 requests of 16 B - 8 KiB took 4.0x `atomic` on a fresh heap
-//    instead of 3.3x (3.2x now; 16 B - 4 KiB 3.1x -> 2.9x). Which classes
-//    narrow matters as much as the bytes: narrowing first the classes
-//    that keep the most objects (2.5 and 5 KiB at this budget, 16.2 GiB;
-//    six classes at 7/8 of the arena, 14.1 GiB) left 7 and 8 KiB wide:
-//    8 KiB alone went from 3.0x to 2.3x, but 16 B - 8 KiB to 3.9-4.0x
-//    (H200; cause not found). The budget (slot_budget)
+//    instead of 3.3x (3.2x then; 16 B - 4 KiB 3.1x -> 2.9x). Which classes
+//    narrow matters as much as the bytes: an 8 KiB block of 512 objects
+//    lasts an SM's 16 resident warps (122 registers) one round of claims,
+//    so every round waited for a refill. Narrowing first the classes
+//    whose blocks hold the most objects keeps 7 and 8 KiB wide: 8 KiB
+//    went from 0.211 to 0.168 ms on a fresh heap and from 0.278 to 0.195
+//    warm, warm 16 B - 8 KiB from 0.128 to 0.116, but fresh 16 B - 8 KiB
+//    from 0.133 to 0.142 (H100; H200: 0.203 -> 0.156, 0.278 -> 0.191,
+//    0.125 -> 0.131); before whole-word spans searched from their own
+//    place (blocks.h search_start), fresh 16 B - 8 KiB took 0.156 ms
+//    (H200). (2^20 requests, 16 GiB, medians of 7 over two or three
+//    rounds; the other points within the rounds' spread.) The budget (slot_budget)
 //    is the arena up to 2 GiB and twice it from 4 GiB: the slots of every
 //    class are never all full at once, and a class that runs the heap dry
 //    takes back the idle ones (sm_slab.h P6).
@@ -355,15 +364,17 @@ struct layout {
       }
       const bool over = buffered > slot_budget(arena_bytes);
       if (!over && small <= small_slot_budget(arena_bytes)) break;
-      // The class to give up half: roomy ones first, then the one whose slots hold the most.
-      std::uint64_t largest = 0;  // the most segments one candidate's slots hold
+      // The class to give up half: roomy ones first, then the heaviest.
+      std::uint64_t largest = 0;  // the heaviest candidate's weight
       std::uint32_t largest_class = 0;
       bool largest_roomy = false;
       for (std::uint32_t c = 0; c < L.classes; ++c) {
-        const std::uint64_t used = (slots[c] < sms ? slots[c] : sms) << L.cls[c].span_log2;
+        // For the slot budget the segments its slots hold; for the small classes' alone, the objects a block holds.
+        const std::uint64_t weight =
+            over ? (slots[c] < sms ? slots[c] : sms) << L.cls[c].span_log2 : std::uint64_t{L.cls[c].objects};
         const bool candidate = over ? slots[c] > 1 || narrowable(c) : c < small_classes && roomy(c);
-        if (candidate && (roomy(c) > largest_roomy || (roomy(c) == largest_roomy && used >= largest)))
-          largest = used, largest_class = c, largest_roomy = roomy(c);
+        if (candidate && (roomy(c) > largest_roomy || (roomy(c) == largest_roomy && weight >= largest)))
+          largest = weight, largest_class = c, largest_roomy = roomy(c);
       }
       if (largest == 0) break;
       class_info& ci = L.cls[largest_class];
