@@ -100,8 +100,8 @@
 //     nothing: 16 B 2.1x -> 2.3x `atomic`, 4 KiB 4.5x -> 4.4x, 8 KiB 9.7x
 //     -> 12x; H200, 16 GiB. Crossing K/4 or the pass's first position
 //     instead of K/2 (2026-12-06): 8 KiB 0.210 -> 0.206 and
-//     0.208 ms, 1 KiB 7 % faster, but warm 4 KiB 0.148 -> 0.185 and 0.219
-//     ms and mixed 16 B - 8 KiB 4-13 % slower; 2^20 requests, 16 GiB,
+//     0.208 ms, 1 KiB 7-10 % faster, but warm 4 KiB 0.148 -> 0.185 and
+//     0.219 ms and mixed sizes up to 13 % (fresh) and 36 % (warm) slower; 2^20 requests, 16 GiB,
 //     H100, medians of 7 over two rounds. Likely why 8 KiB does not move:
 //     an SM's 16 resident warps claim its 512 objects in one round, so
 //     the refill waits for the prefetch wherever it starts.)
