@@ -155,7 +155,7 @@ class lane_group {
 #if GPUALLOC_ON_DEVICE
     return __shfl_sync(across_, (unsigned long long)v, leader_lane_);
 #else
-    return across_ == 1u << host_warp::lane_id() ? v : gather_across(host_warp::op::broadcast, v).of[leader_lane_];
+    return across_ == 1u << host_warp::lane_id() ? v : gather(host_warp::op::broadcast, v, across_).of[leader_lane_];
 #endif
   }
   template <class T>
@@ -247,7 +247,7 @@ class lane_group {
 #if GPUALLOC_ON_DEVICE
     __syncwarp(across_);
 #else
-    if (across_ != 1u << host_warp::lane_id()) gather_across(host_warp::op::sync, 0);
+    if (across_ != 1u << host_warp::lane_id()) gather(host_warp::op::sync, 0, across_);
 #endif
   }
 
@@ -267,18 +267,15 @@ class lane_group {
   }
 
 #if !GPUALLOC_ON_DEVICE
-  // Host: operation `what` of this group (host_warp.h); every lane's `v`, by lane.
+  // Host: operation `what` of this group (host_warp.h), or of the `lanes`
+  // given (across_ for the *_across forms); every lane's `v`, by lane.
   struct host_values {
     std::uint64_t of[host_warp::max_lanes];
   };
-  host_values gather(host_warp::op what, std::uint64_t v) const {
+  host_values gather(host_warp::op what, std::uint64_t v) const { return gather(what, v, mask_); }
+  host_values gather(host_warp::op what, std::uint64_t v, unsigned lanes) const {
     host_values all;
-    host_warp::gather(what, mask_, v, all.of);
-    return all;
-  }
-  host_values gather_across(host_warp::op what, std::uint64_t v) const {
-    host_values all;
-    host_warp::gather(what, across_, v, all.of);
+    host_warp::gather(what, lanes, v, all.of);
     return all;
   }
 #endif
