@@ -115,9 +115,9 @@ void test_double_free(const strategy_info& s, circular<Header, Multi>*) {
     if (overlap || !intact(live)) FAIL("%.*s double free: afterwards blocks overlap or were overwritten", NAME(s));
     heap.release(c, 64);
     gpualloc::heap_free(h, c);
-    std::printf("  double free: of a free chunk, of a merged chunk, of a chunk held for good (given up after %.2f s): "
-                "none freed anything; then %zu blocks of 64 B\n",
-                waited, blocks.size());
+    note("  double free: of a free chunk, of a merged chunk, of a chunk held for good (given up after %.2f s): "
+         "none freed anything; then %zu blocks of 64 B\n",
+         waited, blocks.size());
   });
 }
 
@@ -154,7 +154,7 @@ void test_cursor_race(const strategy_info& s, circular<Header, Multi>*) {
            NAME(s), blocks.size(), (void*)a[2]);
     if (overlap) FAIL("%.*s cursor race: blocks overlap", NAME(s));
     for (void* p : {(void*)a[0], b, (void*)a[3], c}) gpualloc::heap_free(h, p);
-    std::printf("  cursor race: a chunk freed inside a walk's window %s\n", found ? "is handed out again" : "is LOST");
+    note("  cursor race: a chunk freed inside a walk's window %s\n", found ? "is handed out again" : "is LOST");
   });
 }
 
@@ -189,8 +189,8 @@ void test_full_heap(const strategy_info& s) {
     FAIL("%.*s full heap: a runaway bump pointer handed out %p and %p (live memory)", NAME(s), first, second);
   if (next >= (std::uint64_t{1} << 62))
     FAIL("%.*s full heap: a runaway bump pointer (%" PRIu64 ") was not brought back to the end", NAME(s), next);
-  std::printf("  full heap: 132000 failed requests left the bump pointer at %" PRIu64 " B (arena %" PRIu64 " B)\n",
-              full, heap.arena_bytes());
+  note("  full heap: 132000 failed requests left the bump pointer at %" PRIu64 " B (arena %" PRIu64 " B)\n",
+       full, heap.arena_bytes());
 }
 
 template <class S>
@@ -251,7 +251,7 @@ void test_churn(const strategy_info& s, const options& o) {
   bool bad = false;
   const std::uint64_t capacity = churn_capacity(heap, bad);
   if (capacity == 0) {
-    std::printf("  churn: the 2 MiB heap holds no 16 B - 1 KiB block; skipped\n");
+    note("  churn: the 2 MiB heap holds no 16 B - 1 KiB block; skipped\n");
     return;
   }
   const std::uint64_t low = capacity * 80 / 100 / o.threads, high = capacity * 95 / 100 / o.threads;
@@ -297,10 +297,10 @@ void test_churn(const strategy_info& s, const options& o) {
   for (auto& t : threads) t.join();
   const std::uint64_t after = churn_capacity(heap, bad);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("  churn: %d threads x %d operations at 80-95%% of %" PRIu64 " B (%.0f%% of the arena): %" PRIu64
-              " frees, %" PRIu64 " NULL; then %" PRIu64 " B again (%.2f s)\n",
-              o.threads, ops, capacity, 100.0 * capacity / heap.arena_bytes(), (std::uint64_t)frees,
-              (std::uint64_t)nulls, after, seconds);
+  note("  churn: %d threads x %d operations at 80-95%% of %" PRIu64 " B (%.0f%% of the arena): %" PRIu64
+       " frees, %" PRIu64 " NULL; then %" PRIu64 " B again (%.2f s)\n",
+       o.threads, ops, capacity, 100.0 * capacity / heap.arena_bytes(), (std::uint64_t)frees,
+       (std::uint64_t)nulls, after, seconds);
   if (bad || overlap) FAIL("%.*s churn: blocks overlap", NAME(s));
   if (overwritten) FAIL("%.*s churn: a block was overwritten", NAME(s));
   if (after < capacity * 9 / 10)

@@ -52,7 +52,13 @@ struct options {
 
 inline std::atomic<int> failures{0};
 
-// Counts a failure and prints it, in one piece (lanes fail concurrently).
+// The stress binary's output. stdout gets a line as each strategy begins
+// and ends, and every failure: short, so that lit, which shows 10 KB of
+// each stream of a failing test, shows all of it. The tests' details go to
+// stderr with note(), beside the reports that the checked-mode tests
+// provoke on purpose (about 750 KB).
+
+// Counts a failure and prints it to both streams, in one piece (lanes fail concurrently).
 __attribute__((format(printf, 1, 2))) inline void fail(const char* format, ...) {
   char what[512];
   std::va_list args;
@@ -60,7 +66,17 @@ __attribute__((format(printf, 1, 2))) inline void fail(const char* format, ...) 
   std::vsnprintf(what, sizeof what, format, args);
   va_end(args);
   std::fprintf(stderr, "FAILED: %s\n", what);
+  std::printf("FAILED: %s\n", what);
+  std::fflush(stdout);
   failures.fetch_add(1);
+}
+
+// A detail of a test that passed so far: what it did, to stderr.
+__attribute__((format(printf, 1, 2))) inline void note(const char* format, ...) {
+  std::va_list args;
+  va_start(args, format);
+  std::vfprintf(stderr, format, args);
+  va_end(args);
 }
 #define FAIL(...) ::stress::fail(__VA_ARGS__)
 

@@ -55,9 +55,13 @@
 #include "gpualloc/read_check.h"
 
 #if HOST_TEST_TSAN
-// Any race report fails the run; the `cuda` strategy hands impossible
-// requests to the C library, which must answer NULL, not abort.
-extern "C" const char* __tsan_default_options() { return "halt_on_error=1:allocator_may_return_null=1"; }
+// Any race report fails the run, and goes to stdout, where lit shows it
+// (harness.h: stderr holds the tests' details and provoked reports); the
+// `cuda` strategy hands impossible requests to the C library, which must
+// answer NULL, not abort.
+extern "C" const char* __tsan_default_options() {
+  return "halt_on_error=1:allocator_may_return_null=1:log_path=stdout";
+}
 #endif
 
 namespace {
@@ -135,7 +139,7 @@ void test_largest(const strategy_info& s, std::uint64_t heap_bytes) {
   if (s.reuse != reuse_policy::none && served != 1000)
     FAIL("%.*s largest: after an oversize request, %" PRIu64 " of 1000 requests served", (int)s.name.size(),
          s.name.data(), served);
-  std::printf("  largest request: %" PRIu64 " B (%.1f%% of the arena)\n", lo, 100.0 * lo / heap.arena_bytes());
+  note("  largest request: %" PRIu64 " B (%.1f%% of the arena)\n", lo, 100.0 * lo / heap.arena_bytes());
 }
 
 // A 20 GiB heap (untouched pages of an mmap; plain build only): 16 MiB
@@ -146,7 +150,7 @@ void test_big_heap(const strategy_info& s) {
   const std::uint64_t bytes = std::uint64_t{20} << 30, block_bytes = std::uint64_t{16} << 20;
   void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (memory == MAP_FAILED) {
-    std::printf("  20 GiB heap: no address space, skipped\n");
+    note("  20 GiB heap: no address space, skipped\n");
     return;
   }
   auto* h = new (memory) heap_header{};
@@ -189,8 +193,8 @@ void test_big_heap(const strategy_info& s) {
     counts[pass] = got.size();
   }
   munmap(memory, bytes);
-  std::printf("  20 GiB heap: %" PRIu64 " then %" PRIu64 " blocks of 16 MiB, up to %.2f GiB into the arena\n", counts[0],
-              counts[1], highest / double(1u << 30));
+  note("  20 GiB heap: %" PRIu64 " then %" PRIu64 " blocks of 16 MiB, up to %.2f GiB into the arena\n", counts[0],
+       counts[1], highest / double(1u << 30));
   if (highest <= (std::uint64_t{8} << 30)) FAIL("%.*s 20 GiB heap: never got past 8 GiB", (int)s.name.size(), s.name.data());
   if (s.reuse == reuse_policy::full && counts[1] < counts[0])
     FAIL("%.*s 20 GiB heap: %" PRIu64 " blocks, then only %" PRIu64, (int)s.name.size(), s.name.data(), counts[0], counts[1]);
@@ -270,8 +274,8 @@ void test_stress(const strategy_info& s, test_heap& heap, const options& o, int 
   if (s.reuse != reuse_policy::none && !pressure && result.nulls != 0)
     FAIL("%.*s %s: %" PRIu64 " of %" PRIu64 " requests returned NULL", (int)s.name.size(), s.name.data(), label,
          (std::uint64_t)result.nulls, (std::uint64_t)(result.nulls + result.mallocs));
-  std::printf("  %s: %d threads x %d rounds, %" PRIu64 " blocks, %" PRIu64 " NULL\n", label, o.threads, rounds,
-              (std::uint64_t)result.mallocs, (std::uint64_t)result.nulls);
+  note("  %s: %d threads x %d rounds, %" PRIu64 " blocks, %" PRIu64 " NULL\n", label, o.threads, rounds,
+       (std::uint64_t)result.mallocs, (std::uint64_t)result.nulls);
 }
 
 void test_exhaustion(const strategy_info& s, test_heap& heap, const options& o) {
@@ -293,8 +297,8 @@ void test_exhaustion(const strategy_info& s, test_heap& heap, const options& o) 
         gpualloc::heap_free(h, p);
         ++got;
       }
-      std::printf("  exhaustion: %" PRIu64 " blocks of %" PRIu64 " B (%.1fx the arena), no NULL\n", got, size,
-                  double(got * size) / arena);
+      note("  exhaustion: %" PRIu64 " blocks of %" PRIu64 " B (%.1fx the arena), no NULL\n", got, size,
+           double(got * size) / arena);
     }
     return;
   }
@@ -315,9 +319,9 @@ void test_exhaustion(const strategy_info& s, test_heap& heap, const options& o) 
   const std::uint64_t n4 = large.size();
   if (!release_all(heap, large, false, 4)) FAIL("%s exhaustion: a 9000 B block was overwritten", name().c_str());
   if (overlap) FAIL("%s exhaustion: blocks overlap", name().c_str());
-  std::printf("  exhaustion, 1 thread: 4 KiB x %" PRIu64 " (%.1f%% of the arena), again x %" PRIu64
-              "; 64 B x %" PRIu64 " (%.1f%%); 9000 B x %" PRIu64 " (%.1f%%)\n",
-              n1, 100.0 * n1 * 4096 / arena, n2, n3, 100.0 * n3 * 64 / arena, n4, 100.0 * n4 * 9000 / arena);
+  note("  exhaustion, 1 thread: 4 KiB x %" PRIu64 " (%.1f%% of the arena), again x %" PRIu64
+       "; 64 B x %" PRIu64 " (%.1f%%); 9000 B x %" PRIu64 " (%.1f%%)\n",
+       n1, 100.0 * n1 * 4096 / arena, n2, n3, 100.0 * n3 * 64 / arena, n4, 100.0 * n4 * 9000 / arena);
   if (s.reuse == reuse_policy::none) {
     if (n2 != 0 || n3 != 0 || n4 != 0) FAIL("%s exhaustion: memory reused by a strategy that never reuses", name().c_str());
     return;
@@ -355,10 +359,10 @@ void test_exhaustion(const strategy_info& s, test_heap& heap, const options& o) 
     class_totals[cycle] = class_total;
     if (bad) FAIL("%s exhaustion, %d threads: blocks overlap or were overwritten", name().c_str(), o.threads);
   }
-  std::printf("  exhaustion, %d threads (each until its first NULL, 256-4336 B): %.1f%%, %.1f%%, %.1f%% of the arena"
-              " (%.1f%%, %.1f%%, %.1f%% at power-of-two classes)\n",
-              o.threads, 100.0 * totals[0] / arena, 100.0 * totals[1] / arena, 100.0 * totals[2] / arena,
-              100.0 * class_totals[0] / arena, 100.0 * class_totals[1] / arena, 100.0 * class_totals[2] / arena);
+  note("  exhaustion, %d threads (each until its first NULL, 256-4336 B): %.1f%%, %.1f%%, %.1f%% of the arena"
+       " (%.1f%%, %.1f%%, %.1f%% at power-of-two classes)\n",
+       o.threads, 100.0 * totals[0] / arena, 100.0 * totals[1] / arena, 100.0 * totals[2] / arena,
+       100.0 * class_totals[0] / arena, 100.0 * class_totals[1] / arena, 100.0 * class_totals[2] / arena);
   for (int cycle = 0; cycle < 3; ++cycle)
     if (totals[cycle] < arena * 7 / 10 && class_totals[cycle] < arena * 9 / 10)
       FAIL("%s exhaustion, threads: less than 70%% of the arena allocated (90%% at power-of-two classes)",
@@ -467,8 +471,8 @@ void test_red_zones(const strategy_info& s, const options& o, std::uint64_t heap
   if (c.overflows - base != written.load())
     FAIL("%s red zones, %d threads: %" PRIu64 " overflows counted, %" PRIu64 " made", name().c_str(), o.threads,
          c.overflows - base, written.load());
-  std::printf("  red zones: %zu stray writes, 2 bad frees, %" PRIu64 " overflows from %d threads\n",
-              std::size(writes), written.load(), o.threads);
+  note("  red zones: %zu stray writes, 2 bad frees, %" PRIu64 " overflows from %d threads\n",
+       std::size(writes), written.load(), o.threads);
 }
 
 // Checked mode's quarantine (quarantine.h): a write into a freed block is
@@ -527,8 +531,8 @@ void test_quarantine(const strategy_info& s, const options& o) {
   if (c.use_after_frees + c.double_frees + c.foreign_frees + c.overflows != reports || c.mallocs != c.frees)
     FAIL("%s quarantine, %d threads: reports of a program without bugs, or mallocs %" PRIu64 " != frees %" PRIu64,
          name().c_str(), o.threads, c.mallocs, c.frees);
-  std::printf("  quarantine: %" PRIu64 " slots, a use after free and a double free found, %d threads clean\n", slots,
-              o.threads);
+  note("  quarantine: %" PRIu64 " slots, a use after free and a double free found, %d threads clean\n", slots,
+       o.threads);
 }
 
 // Checked mode's read check (read_check.h), as code compiled with
@@ -573,7 +577,7 @@ void test_read_check(const strategy_info& s, const options& o) {
   if (c.use_after_frees + c.overflows != reports || c.mallocs != c.frees)
     FAIL("%s read check, %d threads: reports of a program without bugs, or mallocs %" PRIu64 " != frees %" PRIu64,
          name().c_str(), o.threads, c.mallocs, c.frees);
-  std::printf("  read check: a read after free and zone reads found, %d threads clean\n", o.threads);
+  note("  read check: a read after free and zone reads found, %d threads clean\n", o.threads);
 }
 
 bool selected(const options& o, std::string_view name) {

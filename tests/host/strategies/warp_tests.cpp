@@ -392,10 +392,10 @@ void run_warps(const strategy_info& s, const options& o, unsigned warps, int ste
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  std::printf("  %s: %u x %u lanes x %d steps, %" PRIu64 " blocks (%" PRIu64 " in groups), %" PRIu64
-              " NULL; frees by other lanes %" PRIu64 ", by other warps %" PRIu64 " (%.2f s)\n",
-              label, warps, warp_lanes, steps, (std::uint64_t)run.mallocs, (std::uint64_t)run.in_groups,
-              (std::uint64_t)run.nulls, (std::uint64_t)run.by_other_lane, (std::uint64_t)run.by_other_warp, seconds);
+  note("  %s: %u x %u lanes x %d steps, %" PRIu64 " blocks (%" PRIu64 " in groups), %" PRIu64
+       " NULL; frees by other lanes %" PRIu64 ", by other warps %" PRIu64 " (%.2f s)\n",
+       label, warps, warp_lanes, steps, (std::uint64_t)run.mallocs, (std::uint64_t)run.in_groups,
+       (std::uint64_t)run.nulls, (std::uint64_t)run.by_other_lane, (std::uint64_t)run.by_other_warp, seconds);
   if (run.frees != run.mallocs)
     FAIL("%.*s %s: %" PRIu64 " blocks, %" PRIu64 " freed", NAME(s), label, (std::uint64_t)run.mallocs,
          (std::uint64_t)run.frees);
