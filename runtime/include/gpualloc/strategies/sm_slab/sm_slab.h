@@ -173,7 +173,16 @@
 // of line and giving it one call site in refill took the count from 110 to
 // 100 (before spans); inlining refill into the lane-alone path, or release
 // into its callers, made it worse. Spans add the aligned run search inside
-// get (inlined there: bit_tree.h says why).
+// get (inlined there: bit_tree.h says why). Calls through a pointer ptxas
+// cannot resolve follow the ABI, so a kernel needs the largest frame, not
+// the sum: checked mode's retry (a second whole malloc, allocate.h) called
+// so took the benchmark's allocating kernel from 122 to 90 registers,
+// examples/divisors' from 139 to 128 (unpinned) and its allocating time
+// from 5.5 to 3.3 ms. But every function the kernel reaches then saves the
+// registers it uses (refill 84 bytes), and at the same two blocks per SM
+// requests of 256 B to 8 KiB took 16-17 % longer on a fresh heap and 17-35
+// % warm, 16 and 64 B 10 % less warm (2^20 requests, 16 GiB, H100, medians
+// of 7 over two rounds, 2026-12-06). Not kept.
 #pragma once
 
 #include <cstdint>
