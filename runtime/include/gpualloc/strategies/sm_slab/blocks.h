@@ -236,13 +236,14 @@ class blocks {
   // Where this SM's next search for a span of 2^k segments (k > 0) starts:
   // where its last one was found (a hint per SM modulo hint_sms and span
   // size, in the arena) while that lies in the SM's own stretch of the heap
-  // (layout.h stretch), else the stretch's start (below: or its middle). So SMs do not meet in one
-  // word and keep taking each other's runs: with every SM starting in the
-  // lowest 64 words, a refill of 8 KiB blocks (16 GiB, 2^20 requests, H100)
-  // tried 37 claims on average and walked 48 words (ncu), and refills were
-  // 57 % of the samples; with hints that only moved on, the SMs drifted
-  // into each other's stretches round after round (4 KiB requests on a warm
-  // 16 GiB heap: 0.44 ms a round at first, 1.2 ms after six). Before the
+  // (layout.h stretch), else the stretch's start (below: or its middle).
+  // So SMs do not meet in one word and keep taking each other's runs: with
+  // every SM starting in the lowest 64 words, a refill of 8 KiB blocks
+  // (16 GiB, 2^20 requests, H100) tried 37 claims on average and walked
+  // 48 words (ncu), and refills were 57 % of the samples; with hints that
+  // only moved on, the SMs drifted into each other's stretches round after
+  // round (4 KiB requests on a warm 16 GiB heap: 0.44 ms a round at first,
+  // 1.2 ms after six). Before the
   // hints, every search walked from the lowest words past those that blocks
   // of other sizes had left without a free aligned span (8 KiB after rounds
   // of 16 B .. 4 KiB: 5x the fresh heap's time). Single segments fit any

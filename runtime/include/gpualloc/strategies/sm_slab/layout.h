@@ -45,42 +45,40 @@
 //    from 2.70x, 2.83x, 2.75x to 2.05x, 2.17x, 2.07x on a fresh 16 GiB heap
 //    and from 3.04x, 3.20x, 2.95x to 2.17x, 2.32x, 2.22x warm (H200, medians
 //    of 7 over two rounds); 8 KiB (512 there, below) stayed at 3.0x, 3.5x;
-//  - slots: a pair (current, next block) per class and SM (the SM count
-//    rounded up to a power of two; SMs share a slot modulo the count) up to
-//    8 KiB, half as many per doubling above. Then, while the blocks the
-//    slots can hold (two spans per slot, counting at most one slot per SM)
-//    exceed the slot budget, or those of the classes up to 8 KiB exceed
-//    the arena (small_slot_budget), a class gives up half of its share:
-//    first one whose span holds more than span_objects asks (roomy: it
-//    narrows back towards 512): for the small classes' budget the one
-//    whose blocks hold the most objects, for the slot budget the one
-//    whose slots hold the most; then, for the slot budget alone, the class whose slots hold
-//    the most: its span narrows while a block keeps narrow_objects
-//    objects, else its slots halve (at least one per class; SMs share the
-//    slots of a class with fewer slots than SMs). So the wider spans
-//    change no layout up to 12 GiB (132 SMs; from about 12.3 GiB the
-//    classes from 1.25 KiB widen as the budgets allow), and on 16 GiB
-//    2.5 and 5 KiB narrow back (819 objects) while 7 and 8 KiB stay wide
-//    (1,170 and 1,024; on 132 SMs this choice changes the layouts of
-//    about 15 to 16.5 GiB, host layout tool). The classes up to 8 KiB have their own budget because a
-//    workload of mixed sizes keeps all their slots busy at once: with
-//    1024 objects for every class (17.4 GiB of slots on a 16 GiB heap),
-//    2^20 requests of 16 B - 8 KiB took 4.0x `atomic` on a fresh heap
-//    instead of 3.3x (3.2x then; 16 B - 4 KiB 3.1x -> 2.9x). Which classes
-//    narrow matters as much as the bytes: an 8 KiB block of 512 objects
-//    lasts an SM's 16 resident warps (122 registers) one round of claims,
-//    so every round waited for a refill. Narrowing first the classes
-//    whose blocks hold the most objects keeps 7 and 8 KiB wide: 8 KiB
-//    went from 0.211 to 0.168 ms on a fresh heap and from 0.278 to 0.195
-//    warm, warm 16 B - 8 KiB from 0.128 to 0.116, but fresh 16 B - 8 KiB
-//    from 0.133 to 0.142 (H100; H200: 0.203 -> 0.156, 0.278 -> 0.191,
-//    0.125 -> 0.131); before whole-word spans searched from their own
-//    place (blocks.h search_start), fresh 16 B - 8 KiB took 0.156 ms
-//    (H200). (2^20 requests, 16 GiB, medians of 7 over two or three
-//    rounds; the other points within the rounds' spread.) The budget (slot_budget)
-//    is the arena up to 2 GiB and twice it from 4 GiB: the slots of every
-//    class are never all full at once, and a class that runs the heap dry
-//    takes back the idle ones (sm_slab.h P6).
+//  - slots: a pair (current, next block) per class and SM (the SM count rounded
+//    up to a power of two; SMs share a slot modulo the count) up to 8 KiB, half
+//    as many per doubling above. Then, while the blocks the slots can hold (two
+//    spans per slot, counting at most one slot per SM) exceed the slot budget,
+//    or those of the classes up to 8 KiB exceed the arena (small_slot_budget),
+//    a class gives up half of its share: first one whose span holds more than
+//    span_objects asks (roomy: it narrows back towards 512), among them for the
+//    small classes' budget the one whose blocks hold the most objects, for the
+//    slot budget the one whose slots hold the most; then, for the slot budget
+//    alone, the class whose slots hold the most: its span narrows while a block
+//    keeps narrow_objects objects, else its slots halve (at least one per
+//    class; SMs share the slots of a class with fewer slots than SMs). So the
+//    wider spans change no layout up to 12 GiB (132 SMs; from about 12.3 GiB
+//    the classes from 1.25 KiB widen as the budgets allow), and on 16 GiB 2.5
+//    and 5 KiB narrow back (819 objects) while 7 and 8 KiB stay wide (1,170 and
+//    1,024; on 132 SMs this choice changes the layouts of about 15 to 16.5 GiB,
+//    host layout tool). The classes up to 8 KiB have their own budget because a
+//    workload of mixed sizes keeps all their slots busy at once: with 1024
+//    objects for every class (17.4 GiB of slots on a 16 GiB heap), 2^20
+//    requests of 16 B - 8 KiB took 4.0x `atomic` on a fresh heap instead of
+//    3.3x (3.2x then; 16 B - 4 KiB 3.1x -> 2.9x). Which classes narrow matters
+//    as much as the bytes: an 8 KiB block of 512 objects lasts an SM's 16
+//    resident warps (122 registers) one round of claims, so every round waited
+//    for a refill. Narrowing first the classes whose blocks hold the most
+//    objects keeps 7 and 8 KiB wide: 8 KiB went from 0.211 to 0.168 ms on a
+//    fresh heap and from 0.278 to 0.195 warm, warm 16 B - 8 KiB from 0.128 to
+//    0.116, but fresh 16 B - 8 KiB from 0.133 to 0.142 (H100; H200: 0.203 ->
+//    0.156, 0.278 -> 0.191, 0.125 -> 0.131); before whole-word spans searched
+//    from their own place (blocks.h search_start), fresh 16 B - 8 KiB took
+//    0.156 ms (H200). (2^20 requests, 16 GiB, medians of 7 over two or three
+//    rounds; the other points within the rounds' spread.) The budget
+//    (slot_budget) is the arena up to 2 GiB and twice it from 4 GiB: the slots
+//    of every class are never all full at once, and a class that runs the heap
+//    dry takes back the idle ones (sm_slab.h P6).
 //    The budget trades speed for memory. A slot's refills are serial, so a
 //    class is as fast as the bytes its slots hold: the refills a slot
 //    serialises are the bytes its class hands out over the bytes its slots

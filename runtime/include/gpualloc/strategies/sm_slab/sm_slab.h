@@ -101,8 +101,9 @@
 //     -> 12x; H200, 16 GiB. Crossing K/4 or the pass's first position
 //     instead of K/2 (2026-12-06): 8 KiB 0.210 -> 0.206 and
 //     0.208 ms, 1 KiB 7-10 % faster, but warm 4 KiB 0.148 -> 0.185 and
-//     0.219 ms and mixed sizes up to 13 % (fresh) and 36 % (warm) slower; 2^20 requests, 16 GiB,
-//     H100, medians of 7 over two rounds. Likely why 8 KiB does not move:
+//     0.219 ms and mixed sizes up to 13 % (fresh) and 36 % (warm)
+//     slower; 2^20 requests, 16 GiB, H100, medians of 7 over two rounds.
+//     Likely why 8 KiB does not move:
 //     an SM's 16 resident warps claim its 512 objects in one round, so
 //     the refill waits for the prefetch wherever it starts.)
 //  P4 A refill that finds no block (the tree and its class's queue empty)
@@ -175,14 +176,15 @@
 // into its callers, made it worse. Spans add the aligned run search inside
 // get (inlined there: bit_tree.h says why). Calls through a pointer ptxas
 // cannot resolve follow the ABI, so a kernel needs the largest frame, not
-// the sum: checked mode's retry (a second whole malloc, allocate.h) called
-// so took the benchmark's allocating kernel from 122 to 90 registers,
-// examples/divisors' from 139 to 128 (unpinned) and its allocating time
-// from 5.5 to 3.3 ms. But every function the kernel reaches then saves the
-// registers it uses (refill 84 bytes), and at the same two blocks per SM
-// requests of 256 B to 8 KiB took 16-17 % longer on a fresh heap and 17-35
-// % warm, 16 and 64 B 10 % less warm (2^20 requests, 16 GiB, H100, medians
-// of 7 over two rounds, 2026-12-06). Not kept.
+// the sum: checked mode's retry and the second whole malloc it makes
+// (allocate.h), called so, took the benchmark's allocating kernel from 122
+// to 90 registers, examples/divisors' from 139 to 128 (unpinned) and its
+// allocating time from 5.5 to 3.3 ms. But every function the kernel
+// reaches then saves the registers it uses (refill 84 bytes), and at the
+// same two blocks per SM requests of 256 B to 8 KiB took 16-17 % longer on
+// a fresh heap and 17-35 % warm, 16 and 64 B 10 % less warm (2^20
+// requests, 16 GiB, H100, medians of 7 over two rounds, 2026-12-06). Not
+// kept.
 #pragma once
 
 #include <cstdint>
