@@ -3,7 +3,8 @@
 //   gpualloc-specialise --strategy NAME [--runtime-dir DIR] [-o OUT] IMAGE
 //
 // IMAGE is a cubin or fatbin compiled by gpualloc-clang++ without
-// --gpualloc-strategy (e.g. with --cuda-device-only -c). Writes the PTX that
+// --gpualloc-strategy (e.g. with --cuda-device-only -c), or the module's PTX
+// itself (--cuda-device-only -S). Writes the PTX that
 // libgpualloc hands the driver when the program runs with
 // GPUALLOC_STRATEGY=NAME: the module's own PTX joined with NAME's runtime
 // (DIR/NAME.ptx; default: this build's lib/runtime). Feed it to
@@ -14,6 +15,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include "device_image.h"
 #include "gpualloc/abi.h"
@@ -65,6 +67,21 @@ int main(int argc, char** argv) {
                  runtime_dir.c_str());
     return 1;
   }
+  auto join_and_write = [&](std::string_view module_ptx) {
+    const gpualloc::joined_module joined = gpualloc::join(module_ptx, runtime);
+    if (!joined.error.empty()) {
+      std::fprintf(stderr, "gpualloc-specialise: %s\n", joined.error.c_str());
+      return 1;
+    }
+    std::ofstream file;
+    if (!output.empty()) file.open(output, std::ios::binary);
+    std::ostream& out = output.empty() ? std::cout : file;
+    out << joined.ptx;
+    return out ? 0 : 1;
+  };
+  // PTX text: no NUL byte, unlike a cubin's or a fatbin's header.
+  if (image.find('\0') == std::string::npos) return join_and_write(image);
+
   image.append(64, '\0');  // the parsers may read a header's worth past a short file
   const gpualloc::image_contents contents = gpualloc::elf_images(image.data());
   for (const gpualloc::elf_image& elf : contents.elves) {
@@ -75,16 +92,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "gpualloc-specialise: %s carries a module of another gpualloc version\n", image_path.c_str());
       return 1;
     }
-    const gpualloc::joined_module joined = gpualloc::join(module->ptx, runtime);
-    if (!joined.error.empty()) {
-      std::fprintf(stderr, "gpualloc-specialise: %s\n", joined.error.c_str());
-      return 1;
-    }
-    std::ofstream file;
-    if (!output.empty()) file.open(output, std::ios::binary);
-    std::ostream& out = output.empty() ? std::cout : file;
-    out << joined.ptx;
-    return out ? 0 : 1;
+    return join_and_write(module->ptx);
   }
   std::fprintf(stderr, "gpualloc-specialise: %s carries no unpinned module (%s)\n", image_path.c_str(),
                contents.compressed_entries ? "its ELF entries are compressed" : "compiled with --gpualloc-strategy, or without gpualloc-clang++?");
