@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gpualloc/abi.h"
+#include "inline_entries.h"
 #include "ptx_text.h"
 
 namespace gpualloc {
@@ -54,6 +55,7 @@ joined_module join(std::string_view user_ptx, std::string_view runtime_ptx) {
     ptx += st.text;
   }
   ptx += "\n// ---- the module ----\n";
+  ptx::entry_inliner inliner(runtime);
   for (const ptx::statement& st : user) {
     if (is_header(st)) continue;
     if (st.link == ptx::linkage::external && runtime_defines.count(st.name)) continue;
@@ -63,7 +65,7 @@ joined_module join(std::string_view user_ptx, std::string_view runtime_ptx) {
     if (defines(st) && runtime_defines.count(st.name)) {
       return {{}, "the module defines " + std::string(st.name) + ", which the runtime defines too"};
     }
-    ptx += st.text;
+    ptx += st.is_function && st.has_body ? inliner.inline_calls(st.text) : std::string(st.text);
   }
   ptx += '\n';
   return out;

@@ -10,7 +10,8 @@
 //             points (the runtime above defines them) and without its weak
 //             definitions the runtime has too (the heap and ABI globals of a
 //             pinned translation unit linked in under -fgpu-rdc: one copy,
-//             declared before any use)
+//             declared before any use); in its functions, the calls of the
+//             entry points inlined (inline_entries.h)
 //
 // Names cannot collide otherwise: everything private to the runtime carries
 // abi::runtime_private_prefix (compiler_pass/PrepareRuntime.h), and
