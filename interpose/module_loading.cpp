@@ -154,7 +154,7 @@ std::unique_ptr<specialised_image> build(const void* image, CUresult* error) {
     return nullptr;
   }
   const auto started = std::chrono::steady_clock::now();
-  joined_module joined = join(module->ptx, runtime->text());
+  joined_module joined = join(module->ptx, runtime->text(), settings().check);
   if (!joined.error.empty()) {
     GPUALLOC_LOG("cannot specialise image %p for strategy %.*s: %s", image, int(name.size()), name.data(),
                  joined.error.c_str());

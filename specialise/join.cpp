@@ -1,5 +1,6 @@
 #include "join.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -18,9 +19,22 @@ bool defines(const ptx::statement& st) {
   return !st.name.empty() && st.link != ptx::linkage::external && (!st.is_function || st.has_body);
 }
 
+// A function definition with `trap` for its body: its header, up to the
+// body's '{', kept.
+std::string with_trap_body(std::string_view definition) {
+  std::size_t i = 0;
+  for (; i < definition.size() && definition[i] != '{'; ++i)
+    if (definition.compare(i, 2, "//") == 0) i = std::min(definition.find('\n', i), definition.size() - 1);
+  return std::string(definition.substr(0, i)) + "{\n\ttrap;\n\tret;\n}\n";
+}
+
+bool is_checked_only(const ptx::statement& st) {
+  return st.is_function && st.has_body && st.name.find(abi::checked_only_namespace) != std::string_view::npos;
+}
+
 }  // namespace
 
-joined_module join(std::string_view user_ptx, std::string_view runtime_ptx) {
+joined_module join(std::string_view user_ptx, std::string_view runtime_ptx, bool checked_heap) {
   const std::vector<ptx::statement> user = ptx::split(user_ptx), runtime = ptx::split(runtime_ptx);
 
   int user_version = -1, runtime_version = -1;
@@ -52,7 +66,8 @@ joined_module join(std::string_view user_ptx, std::string_view runtime_ptx) {
   ptx += "\n// ---- gpualloc runtime ----\n";
   for (const ptx::statement& st : runtime) {
     if (is_header(st)) continue;
-    ptx += st.text;
+    if (!checked_heap && is_checked_only(st)) ptx += with_trap_body(st.text);
+    else ptx += st.text;
   }
   ptx += "\n// ---- the module ----\n";
   ptx::entry_inliner inliner(runtime);

@@ -5,7 +5,9 @@
 //
 //   header    the user's (.version raised to the runtime's if lower; the
 //             user's .target and .address_size)
-//   runtime   its statements, without its header
+//   runtime   its statements, without its header; for an unchecked heap,
+//             the functions only a checked heap reaches
+//             (abi::checked_only_namespace) with a trap for a body
 //   user      its statements, without its .extern declarations of the entry
 //             points (the runtime above defines them) and without its weak
 //             definitions the runtime has too (the heap and ABI globals of a
@@ -28,6 +30,7 @@ struct joined_module {
   std::string error;  // what is wrong with the inputs
 };
 
-joined_module join(std::string_view user_ptx, std::string_view runtime_ptx);
+// `checked_heap`: the module will run on checked heaps (GPUALLOC_CHECK=1).
+joined_module join(std::string_view user_ptx, std::string_view runtime_ptx, bool checked_heap);
 
 }  // namespace gpualloc

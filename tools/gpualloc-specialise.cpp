@@ -1,13 +1,14 @@
 // gpualloc-specialise: libgpualloc's load-time step, offline.
 //
-//   gpualloc-specialise --strategy NAME [--runtime-dir DIR] [-o OUT] IMAGE
+//   gpualloc-specialise --strategy NAME [--checked] [--runtime-dir DIR] [-o OUT] IMAGE
 //
 // IMAGE is a cubin or fatbin compiled by gpualloc-clang++ without
 // --gpualloc-strategy (e.g. with --cuda-device-only -c), or the module's PTX
 // itself (--cuda-device-only -S). Writes the PTX that
 // libgpualloc hands the driver when the program runs with
-// GPUALLOC_STRATEGY=NAME: the module's own PTX joined with NAME's runtime
-// (DIR/NAME.ptx; default: this build's lib/runtime). Feed it to
+// GPUALLOC_STRATEGY=NAME (and GPUALLOC_CHECK=1 with --checked): the
+// module's own PTX joined with NAME's runtime (DIR/NAME.ptx; default: this
+// build's lib/runtime). Feed it to
 // `ptxas -v -arch=sm_XX` to see registers and local memory as they will be.
 #include <cstdio>
 #include <cstring>
@@ -25,7 +26,7 @@
 namespace {
 
 int usage() {
-  std::fprintf(stderr, "usage: gpualloc-specialise --strategy NAME [--runtime-dir DIR] [-o OUT] IMAGE\n");
+  std::fprintf(stderr, "usage: gpualloc-specialise --strategy NAME [--checked] [--runtime-dir DIR] [-o OUT] IMAGE\n");
   return 2;
 }
 
@@ -42,10 +43,13 @@ bool slurp(const std::string& path, std::string& out) {
 
 int main(int argc, char** argv) {
   std::string strategy, runtime_dir = GPUALLOC_RUNTIME_DIR, output, image_path;
+  bool checked = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if ((a == "--strategy" || a == "--runtime-dir" || a == "-o") && i + 1 < argc) {
       (a == "--strategy" ? strategy : a == "-o" ? output : runtime_dir) = argv[++i];
+    } else if (a == "--checked") {
+      checked = true;
     } else if (a == "--help" || a == "-h") {
       usage();
       return 0;
@@ -68,7 +72,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto join_and_write = [&](std::string_view module_ptx) {
-    const gpualloc::joined_module joined = gpualloc::join(module_ptx, runtime);
+    const gpualloc::joined_module joined = gpualloc::join(module_ptx, runtime, checked);
     if (!joined.error.empty()) {
       std::fprintf(stderr, "gpualloc-specialise: %s\n", joined.error.c_str());
       return 1;

@@ -49,6 +49,12 @@ inline constexpr std::string_view entry_points[] = {
     free_lane_entry,   malloc_aligned_entry,      malloc_aligned_lane_entry,
     free_aligned_entry, free_aligned_lane_entry,  check_read_entry};
 
+// Runtime functions in namespace gpualloc::detail::checked_only (allocate.h)
+// run only on a checked heap (GPUALLOC_CHECK=1). A module joined for
+// unchecked heaps has a trap in place of their bodies (specialise/join.h);
+// the join finds them by this word of their mangled names.
+inline constexpr std::string_view checked_only_namespace = "checked_only";
+
 // Module globals.
 inline constexpr std::string_view heap_variable = "__gpualloc_heap";  // heap_header*, written by libgpualloc
 inline constexpr std::string_view abi_variable = "__gpualloc_abi";    // u32 = version, where runtime code is

@@ -190,6 +190,15 @@ GPUALLOC_HD __attribute__((noinline)) inline void* take_back_tracked(heap_header
   return block;
 }
 
+// The paths that only a checked heap takes, out of line. A module that
+// libgpualloc joins for unchecked heaps has a trap in place of their
+// bodies (abi::checked_only_namespace): ptxas gives a kernel the registers
+// of the deepest chain of calls it may make, and the drain's second malloc
+// alone cost sm-slab's benchmark kernels 10 registers and divisors'
+// collect 6 (134 against 128: one block of 256 an SM instead of two, and
+// 2.01 ms against 1.17; H100).
+namespace checked_only {
+
 // A block drained from the quarantine, back to strategy S. Out of line:
 // inlined into the drain's loop, the CMalloc family's free took 11
 // registers more in the kernels that allocate (wrapper/register-parity.test).
@@ -211,6 +220,8 @@ GPUALLOC_HD __attribute__((noinline)) void* retry_after_drain(heap_header* h, st
                           S::malloc(state_of<typename S::state>(h), h->space, bytes, lane_group::single()), size);
 }
 
+}  // namespace checked_only
+
 }  // namespace detail
 
 // `strategy` is a compile-time constant in every runtime build (one build per
@@ -231,7 +242,7 @@ GPUALLOC_INLINE void* heap_malloc(heap_header* h, std::uint64_t size, strategy_i
   if (!tracked) return block;
   if (block == nullptr && checked && detail::may_fit(h, strategy, bytes))
     return visit_strategy(strategy, [&](auto tag) {
-      return detail::retry_after_drain<typename decltype(tag)::type>(h, strategy, bytes, size);
+      return detail::checked_only::retry_after_drain<typename decltype(tag)::type>(h, strategy, bytes, size);
     });
   return detail::hand_out_tracked(h, strategy, block, size);
 }
