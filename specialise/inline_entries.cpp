@@ -267,8 +267,10 @@ bool entry_inliner::parse(std::string_view definition, callee& c) {
       line.frame_declaration = true;
     } else if (code.starts_with(".shared") || code.starts_with(".const") || code.starts_with(".global")) {
       return false;  // a variable a copy would duplicate
-    } else if (!code.empty() && code.back() == ':') {
-      own.names.insert(trim(code.substr(0, code.size() - 1)));
+    } else if (const std::string_view label = code.substr(0, code.find(':')); label.size() < code.size() &&
+               !label.empty() && is_name_start(label[0]) &&
+               std::all_of(label.begin() + 1, label.end(), is_name_char)) {
+      own.names.insert(label);  // a label, also one with a directive after it ($L_brx_0: .branchtargets ...)
     }
 
     // The instructions that become movs or branches.
