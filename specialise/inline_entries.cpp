@@ -175,10 +175,8 @@ std::string pattern_of(std::string_view text, const own_names& own) {
 
 entry_inliner::entry_inliner(const std::vector<statement>& runtime) {
   for (const statement& st : runtime) {
-    if (!st.is_function || !st.has_body || st.name == abi::check_read_entry) continue;
-    bool is_entry = false;
-    for (std::string_view e : abi::entry_points) is_entry |= st.name == e;
-    if (is_entry) definitions_.emplace(st.name, st.text);
+    if (st.is_function && st.has_body && abi::is_entry_point(st.name) && st.name != abi::check_read_entry)
+      definitions_.emplace(st.name, st.text);
   }
 }
 

@@ -12,14 +12,8 @@ namespace {
 
 constexpr std::string_view blob_tag = "// gpualloc unpinned module:";
 
-bool is_entry_point(std::string_view name) {
-  for (std::string_view e : abi::entry_points)
-    if (name == e) return true;
-  return false;
-}
-
 bool is_entry_declaration(const ptx::statement& st) {
-  return st.is_function && st.link == ptx::linkage::external && !st.has_body && is_entry_point(st.name);
+  return st.is_function && st.link == ptx::linkage::external && !st.has_body && abi::is_entry_point(st.name);
 }
 
 // The declaration's text without leading comments, .extern and the final ';'.

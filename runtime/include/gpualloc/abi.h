@@ -49,6 +49,12 @@ inline constexpr std::string_view entry_points[] = {
     free_lane_entry,   malloc_aligned_entry,      malloc_aligned_lane_entry,
     free_aligned_entry, free_aligned_lane_entry,  check_read_entry};
 
+constexpr bool is_entry_point(std::string_view name) {
+  for (std::string_view e : entry_points)
+    if (name == e) return true;
+  return false;
+}
+
 // Runtime functions in namespace gpualloc::detail::checked_only (allocate.h)
 // run only on a checked heap (GPUALLOC_CHECK=1). A module joined for
 // unchecked heaps has a trap in place of their bodies (specialise/join.h);
