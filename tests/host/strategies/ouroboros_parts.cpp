@@ -236,7 +236,8 @@ void test_bit_field() {
   for (std::uint64_t w : bits)
     if (w != ~std::uint64_t{0}) FAIL("bit field: a page is missing at the end");
   if (gpualloc::detail::nth_set_bit(0x8000000100000001ull, 2) != 63 ||
-      gpualloc::detail::lowest_set_bits(0xf0f0, 5) != 0x10f0)
+      gpualloc::detail::nth_set_bit(0xffull, 5) != 5 || gpualloc::detail::nth_set_bit(~0ull, 63) != 63 ||
+      gpualloc::detail::nth_set_bit(0x1eull, 0) != 1 || gpualloc::detail::lowest_set_bits(0xf0f0, 5) != 0x10f0)
     FAIL("bit field: nth_set_bit / lowest_set_bits");
   std::printf("  bit field: %d threads x 20000 claims of 1-40 pages from %u\n", threads, pages);
 }
