@@ -233,6 +233,20 @@ class lane_group {
 #endif
   }
 
+  // Whether `p` holds on any lane of the sub-groups that go on together
+  // (partition(key, goes_on)): a vote of all their lanes; moves no memory.
+  GPUALLOC_HD bool any_across(bool p) const {
+#if GPUALLOC_ON_DEVICE
+    return __any_sync(across_, p);
+#else
+    if (across_ == 1u << host_warp::lane_id()) return p;
+    const host_values votes = gather(host_warp::op::ballot, p, across_);
+    for (unsigned m = across_; m != 0; m &= m - 1)
+      if (votes.of[std::countr_zero(m)] != 0) return true;
+    return false;
+#endif
+  }
+
   // A barrier of the group's lanes that orders memory among them (__syncwarp).
   GPUALLOC_HD void sync() const {
 #if GPUALLOC_ON_DEVICE

@@ -176,7 +176,7 @@ class blocks {
 
   // Claims the objects at positions [at, at + n) of segment seg's running
   // pass of K objects (its class's, read by the caller before its claim's
-  // acquire: sm_slab.h take_for_group), which an add on its slot's current
+  // acquire: sm_slab.h claim_objects), which an add on its slot's current
   // word handed this thread (sm_slab.h P1): in a fresh pass all of them
   // (B1), else those whose bits one fetch-and per bitmap word (one or two)
   // finds free among the first 64; settles the positions it did not get.

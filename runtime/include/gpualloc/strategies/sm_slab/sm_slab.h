@@ -149,8 +149,9 @@
 //     slower (H100).
 //
 // Warp rules: group operations (partition, broadcast, sums, sync) happen
-// before any lane returns or loops; the leader's retries (refill, a reused
-// block's live bits) are inside its leader-only step. The groups of one
+// before any lane returns or loops apart; the leaders' retries (refill, a
+// reused block's live bits) are rounds of the whole partition, which votes
+// after each (claim_objects says why). The groups of one
 // partition make them together in malloc (the *_across forms,
 // detail/warp.h): one warp operation serves every class of a mixed warp.
 // (In free, a sum across the groups of bitmap words gained nothing: 2^20
@@ -164,7 +165,7 @@
 // call does not give the caller's registers to the callee; ptxas keeps the
 // values live across it in registers of their own, so a kernel needs the
 // sum of the frames along its deepest call chain (a kernel that calls one
-// function alone, ptxas 13.0, sm_90: take_for_group, made out of line, 86;
+// function alone, ptxas 13.0, sm_90: the leader's claim, made out of line, 86;
 // refill 56; get 38; the front end adds about 30). The benchmark's
 // allocation kernel runs with 124 (ncu, H200, the joined module), two blocks of 256 threads per SM where `atomic`'s 61
 // allow four. Capping the module at 64 (--maxrregcount at compile time,
@@ -235,7 +236,12 @@ struct sm_slab {
     const detail::lane_group g = group.partition(c < L.classes ? c : L.classes, c < L.classes);
     if (c >= L.classes) return malloc_large(L, a.begin, bytes);
     std::uint64_t grant = 0, got = 0;  // grant: [segment:32 | first position:32]; got: bits of objects from it
-    if (g.is_leader()) grant = take_for_group(L, a.begin, c, g.size(), got);
+    // The leaders claim until each has its objects or knows there are none;
+    // a retry is a round of the whole partition (claim_objects).
+    bool again = g.is_leader();
+    do {
+      if (again) again = claim_objects(L, a.begin, c, g.size(), grant, got);
+    } while (g.any_across(again));
     grant = g.broadcast_across(grant);
     got = g.broadcast_across(got);
     g.sync_across();  // every lane is ordered after its leader's acquire
@@ -295,10 +301,19 @@ struct sm_slab {
     return B.take(seg, K, slot_word::taken(seen), n << slot_word::width(seen), slot_word::fresh(seen));
   }
 
-  // The group leader: objects for up to n lanes from its SM's current block
-  // of class c (got: their bits); a retry loop of its own (refills, a reused
-  // block's live bits). got is 0 only when the class has no block left.
-  // K is read before the claim's acquire and handed to take: loads cannot
+  // The group leader's claim of objects for up to n lanes from its SM's
+  // current block of class c. True if it should claim
+  // again (a refill replaced the block, or a reused block's bits were all
+  // live); else grant and got (the objects' bits) hold what it got, or got
+  // is 0: the class has no block left. Its caller's retry loop is one of the
+  // whole partition, with a vote, not the leader's own: ptxas puts a YIELD
+  // in a loop's body, and a warp whose leader ran one went on split, its
+  // lanes' shuffles after the leader's step the slow kind
+  // (WARPSYNC.COLLECTIVE: a fifth of the stall samples of 2^20 requests of
+  // 16 B; ncu, H100). (The first claim written out before the leader's loop
+  // instead raised examples/divisors' allocating kernel from 128 registers
+  // to 140, one block of 256 threads per SM: 1.16 -> 1.95 ms; H100.)
+  // K is read before the claim's acquire: loads cannot
   // move above an acquire, and after it (it invalidates the SM's L1) each
   // load of the layout is a trip to L2; object sizes are computed from the
   // class (layout.h class_units). (2^20 requests, 16 GiB, H200, medians of
@@ -306,29 +321,24 @@ struct sm_slab {
   // warm; mixed 16 B - 4 KiB 3.17 -> 3.11. Reading the segment size and
   // data offset before it too, for the lanes' pointers, cost registers and
   // was slower: 2.22 and 2.04.)
-  GPUALLOC_HD static std::uint64_t take_for_group(const sm_slab_parts::layout& L, std::byte* arena, std::uint32_t c,
-                                                  std::uint32_t n, std::uint64_t& got) {
+  GPUALLOC_HD static bool claim_objects(const sm_slab_parts::layout& L, std::byte* arena, std::uint32_t c,
+                                        std::uint32_t n, std::uint64_t& grant, std::uint64_t& got) {
     using namespace sm_slab_parts;
     const blocks B(L, arena);
     sm_slab_parts::slot_pair& P = pair(L, arena, c);
-    const std::uint32_t K = L.objects(c), half = K / 2;
-    for (;;) {
-      const std::uint64_t seen = add_claim(P, n);
-      const std::uint32_t seg = slot_word::segment(seen);
-      if (seg != no_segment) {
-        claim r = take(B, seen, seg, K, n);
-        const std::uint64_t at = slot_word::taken(seen);
-        if (at < half && at + (n << slot_word::width(seen)) >= half) prefetch(L, arena, c, P);
-        if (r.exhausted && !refill(L, arena, c, P, seen) && r.got == 0) return 0;
-        if (slot_word::width(seen) != 0 && detail::popcount(r.got) > n) r.got = keep_lowest(B, seg, r, n);
-        if (r.got != 0) {
-          got = r.got;
-          return std::uint64_t{seg} << 32 | r.first;
-        }
-      } else if (!refill(L, arena, c, P, seen)) {
-        return 0;
-      }
-    }
+    const std::uint32_t K = L.objects(c);
+    const std::uint64_t seen = add_claim(P, n);
+    const std::uint32_t seg = slot_word::segment(seen);
+    if (seg == no_segment) return refill(L, arena, c, P, seen);
+    claim r = take(B, seen, seg, K, n);
+    const std::uint64_t at = slot_word::taken(seen);
+    if (at < K / 2 && at + (n << slot_word::width(seen)) >= K / 2) prefetch(L, arena, c, P);
+    if (r.exhausted && !refill(L, arena, c, P, seen) && r.got == 0) return false;
+    if (slot_word::width(seen) != 0 && detail::popcount(r.got) > n) r.got = keep_lowest(B, seg, r, n);
+    if (r.got == 0) return true;
+    got = r.got;
+    grant = std::uint64_t{seg} << 32 | r.first;
+    return false;
   }
 
   // A wide claim got more than its n lanes want: the lowest n stay, the rest go back.
