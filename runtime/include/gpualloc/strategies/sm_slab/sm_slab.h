@@ -310,9 +310,16 @@ struct sm_slab {
   // in a loop's body, and a warp whose leader ran one went on split, its
   // lanes' shuffles after the leader's step the slow kind
   // (WARPSYNC.COLLECTIVE: a fifth of the stall samples of 2^20 requests of
-  // 16 B; ncu, H100). (The first claim written out before the leader's loop
-  // instead raised examples/divisors' allocating kernel from 128 registers
-  // to 140, one block of 256 threads per SM: 1.16 -> 1.95 ms; H100.)
+  // 16 B; ncu, H100). With the rounds (2^20 requests, 16 GiB, H100, medians
+  // of 7 over two rounds, x `atomic`): 16 B 1.95 -> 1.70 on a fresh heap and
+  // 1.54 -> 1.31 warm, 64 B 2.02 -> 1.90 and 1.70 -> 1.55, 16 - 64 B 2.06 ->
+  // 1.92 and 1.76 -> 1.57, 16 B - 4 KiB 2.03 -> 2.00 and 1.63 -> 1.53; but
+  // 16 B - 8 KiB 2.16 -> 2.32 on a fresh heap, where the lanes of the
+  // classes already served wait for the refilling leaders' rounds;
+  // examples/divisors' allocating kernel 1.145 -> 1.097 ms. (The first
+  // claim written out before the leader's loop instead raised divisors'
+  // kernel from 128 registers to 140, one block of 256 threads per SM:
+  // 1.16 -> 1.95 ms; H100.)
   // K is read before the claim's acquire: loads cannot
   // move above an acquire, and after it (it invalidates the SM's L1) each
   // load of the layout is a trip to L2; object sizes are computed from the
