@@ -16,9 +16,9 @@ namespace gpualloc::detail {
 
 class backoff {
  public:
-  GPUALLOC_HD backoff() = default;
-  // A waiter whose wait ends when another thread's short step does can cap its sleep lower.
-  GPUALLOC_HD explicit backoff(std::uint32_t max_delay_ns) : max_delay_ns_(max_delay_ns) {}
+  // Sleeps double from 8 ns up to the cap (a power of two times 8): a
+  // waiter whose wait ends with another thread's short step can cap it lower.
+  GPUALLOC_HD explicit backoff(std::uint32_t max_delay_ns = 1024) : max_delay_ns_(max_delay_ns) {}
 
   GPUALLOC_HD void pause() {
 #if GPUALLOC_ON_DEVICE
@@ -30,7 +30,7 @@ class backoff {
   }
 
  private:
-  std::uint32_t max_delay_ns_ = 1024;
+  std::uint32_t max_delay_ns_;
   std::uint32_t delay_ns_ = 8;
 };
 

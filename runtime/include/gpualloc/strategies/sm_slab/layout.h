@@ -201,7 +201,8 @@ struct slot_pair {
 // A slot word's low half, its block: [sequence:5 | fresh:1 | width:2 |
 // segment + 1:24] (segment part 0: none; all ones: busy, `next` only).
 // fresh: the block was formatted for this pass (blocks.h B1); width: a
-// claim of n lanes takes n << width positions (sm_slab.h P5). The high
+// claim of n lanes takes n << width positions (sm_slab.h P5); with no
+// block, width 3 marks current closed (sm_slab.h closed). The high
 // half of `current` is its pass's position in units of 2^width positions;
 // `next`'s is current's low half, its install, whenever `next` is not busy
 // (sm_slab.h P1). `current`'s sequence counts installs, `next`'s the

@@ -167,8 +167,9 @@
 // sum of the frames along its deepest call chain (a kernel that calls one
 // function alone, ptxas 13.0, sm_90: the leader's claim, made out of line, 86;
 // refill 56; get 38; the front end adds about 30). The benchmark's
-// allocation kernel runs with 124 (ncu, H200, the joined module), two blocks of 256 threads per SM where `atomic`'s 61
-// allow four. Capping the module at 64 (--maxrregcount at compile time,
+// allocation kernel runs with 114 (ncu, H100 and H200, the joined module,
+// 2026-12-06; 124 on 2026-12-03), two blocks of 256 threads per SM where
+// `atomic`'s 61 allow four. Capping the module at 64 (--maxrregcount at compile time,
 // which spills around the slow calls) took 16 B requests from 2.03x to
 // 1.86x `atomic` but 256 B from 1.82x to 2.66x, and examples/divisors'
 // allocating kernel from 5.58 to 3.48 ms (`atomic`: 2.00). Taking get out
@@ -288,9 +289,9 @@ struct sm_slab {
   GPUALLOC_HD static detail::device_atomic<std::uint64_t> word(std::uint64_t& w) {
     return detail::device_atomic<std::uint64_t>(w);
   }
-  // An empty current word that P6 left (width 3): unlike the empty word a
-  // refill that found nothing leaves, it says nothing about the heap, so a
-  // request that finds it refills instead of giving up.
+  // An empty current word that P6 or init left (width 3): unlike the empty
+  // word a refill that found nothing leaves, it says nothing about the heap,
+  // so a request that finds it refills instead of giving up.
   static constexpr std::uint32_t closed_width = 3;
   GPUALLOC_HD static bool closed(std::uint64_t w) {
     return sm_slab_parts::slot_word::segment(w) == sm_slab_parts::no_segment &&
