@@ -124,17 +124,21 @@ struct selftest {
     // The subgroups of one key operate concurrently.
     const lane_group part = g.partition(st.key[lane]);
     unsigned same = 0;
-    std::uint64_t part_before = 0, part_sum = 0;
+    std::uint64_t part_before = 0, part_sum = 0, part_union = 0;
     for (unsigned m = st.active; m != 0; m &= m - 1) {
       const unsigned l = std::countr_zero(m);
       if (st.key[l] != st.key[lane]) continue;
       same |= 1u << l;
       if (l < lane) part_before += st.value[l];
       part_sum += st.value[l];
+      part_union |= st.value[l];
     }
     expect(part.mask() == same && part.rank() == (unsigned)std::popcount(same & ((1u << lane) - 1)), "partition");
     expect(part.exclusive_sum(st.value[lane], total) == part_before && total == part_sum, "exclusive_sum in a partition");
     expect(part.broadcast(st.value[lane]) == st.value[std::countr_zero(same)], "broadcast in a partition");
+    const lane_group going = g.partition(st.key[lane], true);  // every sub-group goes on: one operation for all
+    expect(going.union_to_leader_across(st.value[lane]) == (going.is_leader() ? part_union : 0),
+           "union_to_leader_across in a partition");
 
     const lane_group same_size = lane_group::coalesced_same_size();
     // A same-size group is a hint: lanes with other keys split it (warp.h).

@@ -42,7 +42,7 @@
 // acquired) visible. The emulation synchronises its own state with a mutex
 // but hides that mutex from ThreadSanitizer, which therefore sees no
 // happens-before edge from partition, broadcast, shuffle_from_rank,
-// exclusive_sum or all (__all_sync). Only lane_group::sync() (__syncwarp,
+// exclusive_sum, union_to_leader_across or all (__all_sync). Only lane_group::sync() (__syncwarp,
 // which orders memory among the lanes it synchronises) is an
 // acquire-release barrier here too, among exactly its lanes: each releases
 // to a token made for that one operation, and acquires from it once all
@@ -88,7 +88,7 @@ class host_warp {
  public:
   static constexpr unsigned max_lanes = 32;
 
-  enum class op : unsigned char { partition, ballot, broadcast, shuffle_from_rank, exclusive_sum, all, sync };
+  enum class op : unsigned char { partition, ballot, broadcast, shuffle_from_rank, exclusive_sum, union_of, all, sync };
 
   explicit host_warp(unsigned lanes, std::chrono::milliseconds patience = std::chrono::seconds(30))
       : lanes_(lanes), patience_(patience) {
@@ -167,6 +167,7 @@ class host_warp {
       case op::broadcast: return "broadcast";
       case op::shuffle_from_rank: return "shuffle_from_rank";
       case op::exclusive_sum: return "exclusive_sum";
+      case op::union_of: return "union_of";
       case op::all: return "all";
       case op::sync: return "sync";
     }

@@ -29,11 +29,11 @@
 // that every lane has the leader's key (one shuffle and one vote, cheaper
 // than a match) and splits the group like any other when one does not.
 //
-// Memory ordering: partition, broadcast, shuffle_from_rank, exclusive_sum and
-// all move values, not memory (no fence, on the host too: host_warp.h). sync()
-// (__syncwarp) orders memory among the group's lanes: a lane that uses memory
-// the leader acquired for it needs sync() after the leader's acquire, or an
-// acquire of its own.
+// Memory ordering: partition, broadcast, shuffle_from_rank, exclusive_sum,
+// union_to_leader_across and all move values, not memory (no fence, on the
+// host too: host_warp.h). sync() (__syncwarp) orders memory among the
+// group's lanes: a lane that uses memory the leader acquired for it needs
+// sync() after the leader's acquire, or an acquire of its own.
 #pragma once
 
 #include <cstdint>
@@ -217,6 +217,43 @@ class lane_group {
     }
     total = sum;
     return before;
+#endif
+  }
+
+  // The union (bitwise or) of `v` over the group, on its leader (the other
+  // lanes get part of it; the host gives them 0), made together with every
+  // other sub-group of its partition that went on (partition(key,
+  // goes_on)). Five rounds, each one shuffle for all those lanes: a lane
+  // ors in what the lane 2^round ranks above it in its group holds, and
+  // learns the lane 2^(round+1) above from that one (pointer jumping). (The
+  // sum of a group that is not the whole warp is a shuffle per lane, which
+  // groups of different masks make one mask after another.) A group of the
+  // whole warp takes a butterfly.
+  GPUALLOC_HD std::uint64_t union_to_leader_across(std::uint64_t v) const {
+#if GPUALLOC_ON_DEVICE
+    if (mask_ == 0xffffffffu) {
+      for (int d = 1; d < 32; d *= 2) v |= __shfl_xor_sync(mask_, (unsigned long long)v, d);
+      return v;
+    }
+    unsigned lane, above;
+    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+    asm("mov.u32 %0, %%lanemask_gt;" : "=r"(above));
+    constexpr unsigned none = 32;
+    unsigned up = (mask_ & above) == 0 ? none : __ffs(mask_ & above) - 1;  // the lane 2^round ranks above
+    for (int round = 0; round < 5; ++round) {
+      const unsigned from = up == none ? lane : up;
+      const std::uint64_t theirs = __shfl_sync(across_, (unsigned long long)v, from);
+      const unsigned their_up = __shfl_sync(across_, up, from);
+      if (up != none) v |= theirs, up = their_up;
+    }
+    return v;
+#else
+    if (across_ == 1u << host_warp::lane_id()) return v;
+    const host_values values = gather(host_warp::op::union_of, v, across_);
+    if (!is_leader()) return 0;
+    std::uint64_t all = 0;
+    for (unsigned m = mask_; m != 0; m &= m - 1) all |= values.of[std::countr_zero(m)];
+    return all;
 #endif
   }
 
