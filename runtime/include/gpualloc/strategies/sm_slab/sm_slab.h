@@ -36,8 +36,8 @@
 //  - above: a run of whole segments from the back of the tree.
 // free(p): the segment's kind gives the class (a span's tail names its
 // head, whose kind does), hence the object and its bit. Lanes on the same
-// bitmap word combine their bits (a sum of distinct bits is their union):
-// one fetch-or and one subtraction per group.
+// bitmap word combine their bits: one fetch-or and one subtraction per
+// group.
 // Retired blocks go back to the tree when all of a block is free (B2), and
 // come back into use with any object free when a request of their class
 // finds no other block (queued per class, blocks.h Q1, Q3).
@@ -154,11 +154,16 @@
 // after each (claim_objects says why). The groups of one
 // partition make them together in malloc (the *_across forms,
 // detail/warp.h): one warp operation serves every class of a mixed warp.
-// (In free, a sum across the groups of bitmap words gained nothing: 2^20
-// frees of 16 B - 8 KiB took 0.043 ms either way, 16 - 64 B 0.038 ->
-// 0.041, and one size 1-3 % longer; H200, 16 GiB.) sync_across() after
-// the broadcast orders each lane after its leader's acquire; in free,
-// sync() before the leader's release orders every lane's writes before it.
+// In free, the groups of bitmap words combine their bits together
+// (lane_group::union_to_leader_across: five rounds of one shuffle for the
+// warp). Before, each group summed its bits with a shuffle per lane, which
+// groups of different masks made one mask after another: 2^20 frees on a
+// fresh 16 GiB heap, H100, medians of 7 over three rounds, x the kernel
+// without allocation: 16 - 64 B 5.72x -> 4.50x, 16 - 256 B 5.69x -> 4.65x,
+// 16 B - 4 KiB 6.45x -> 5.74x, 16 B - 8 KiB 6.59x -> 5.86x; one size (a
+// group is the whole warp) within 1 %. sync_across() after the broadcast
+// orders each lane after its leader's acquire; in free, before the
+// leader's release, every lane's writes before it.
 //
 // Rare paths (refill, prefetch, lanes alone, runs, settlements of missed
 // positions and the count's transitions) are out of line. Registers: a
@@ -274,11 +279,10 @@ struct sm_slab {
     const bool run = (kind & kind_run) != 0;
     const std::uint32_t i = run ? 0 : L.object_index(kind, offset - (std::uint64_t{seg} << L.segment_log2));
     const std::uint64_t key = run ? std::uint64_t{1} << 63 | seg : std::uint64_t{seg} << 32 | i / 64;
-    const detail::lane_group g = group.partition(key);
+    const detail::lane_group g = group.partition(key, !run);
     if (run) return free_run(L, a.begin, seg);
-    std::uint64_t bits = 0;
-    g.exclusive_sum(std::uint64_t{1} << (i % 64), bits);  // distinct bits: their sum is their union
-    g.sync();  // every lane's writes to its object come before the leader's release
+    const std::uint64_t bits = g.union_to_leader_across(std::uint64_t{1} << (i % 64));
+    g.sync_across();  // every lane's writes to its object come before the leader's release
     if (g.is_leader()) B.give_back(seg, i / 64, bits, g.size());
   }
 
