@@ -106,8 +106,8 @@ int main() {
       EXPECT(got.mask == same && got.rank == rank, "warp %u lane %u: mask %08x rank %u, expected %08x rank %u", w, l,
              got.mask, got.rank, same, rank);
       if (rank == 0) {
-        EXPECT(got.union_bits == all, "warp %u lane %u (mask %08x of %08x): union %016llx, expected %016llx", w, l, same,
-               going, (unsigned long long)got.union_bits, (unsigned long long)all);
+        EXPECT(got.union_bits == all, "warp %u lane %u (mask %08x of %08x): union %016llx, expected %016llx", w, l,
+               same, going, (unsigned long long)got.union_bits, (unsigned long long)all);
         ++groups;
         partial += same != ~0u;
       }

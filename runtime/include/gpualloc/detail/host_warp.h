@@ -42,11 +42,11 @@
 // acquired) visible. The emulation synchronises its own state with a mutex
 // but hides that mutex from ThreadSanitizer, which therefore sees no
 // happens-before edge from partition, broadcast, shuffle_from_rank,
-// exclusive_sum, union_to_leader_across or all (__all_sync). Only lane_group::sync() (__syncwarp,
-// which orders memory among the lanes it synchronises) is an
-// acquire-release barrier here too, among exactly its lanes: each releases
-// to a token made for that one operation, and acquires from it once all
-// have arrived.
+// exclusive_sum, union_to_leader_across or all (__all_sync). Only
+// lane_group::sync() (__syncwarp, which orders memory among the lanes it
+// synchronises) is an acquire-release barrier here too, among exactly its
+// lanes: each releases to a token made for that one operation, and
+// acquires from it once all have arrived.
 // What strategies must do: a lane that touches memory another thread
 // released (a block the leader took from a free list with an acquire, say)
 // must itself be ordered after that release: by its own acquire (a load of

@@ -161,9 +161,11 @@
 // fresh 16 GiB heap, H100, medians of 7 over three rounds, x the kernel
 // without allocation: 16 - 64 B 5.72x -> 4.50x, 16 - 256 B 5.69x -> 4.65x,
 // 16 B - 4 KiB 6.45x -> 5.74x, 16 B - 8 KiB 6.59x -> 5.86x; one size (a
-// group is the whole warp) within 1 %. sync_across() after the broadcast
-// orders each lane after its leader's acquire; in free, before the
-// leader's release, every lane's writes before it.
+// group is the whole warp) within 1 %. (A sum across the groups tried
+// earlier, in a form not kept, had gained nothing: 16 B - 8 KiB 0.043 ms
+// either way, 16 - 64 B 0.038 -> 0.041; H200.) sync_across() after the
+// broadcast orders each lane after its leader's acquire; in free, before
+// the leader's release, every lane's writes before it.
 //
 // Rare paths (refill, prefetch, lanes alone, runs, settlements of missed
 // positions and the count's transitions) are out of line. Registers: a
