@@ -67,7 +67,7 @@ void check_at_rest(test_heap& heap) {
          static_cast<long long>(next_blocks), static_cast<long long>(counted->value));
   for (std::uint32_t seg = 0; seg < L.segments; ++seg) {
     if ((by[seg] != held::current && by[seg] != held::next) || records[seg].kind >= L.classes) continue;
-    const std::uint32_t span = 1u << L.cls[records[seg].kind].span_log2;
+    const std::uint32_t span = 1u << (L.cls[records[seg].kind].span_log2 + records[seg].wide);
     for (std::uint32_t d = 1; d < span; ++d) {
       if (seg + d >= L.segments || by[seg + d] != held::no) {
         bad("a span's tail past the heap or held twice", seg + d);
@@ -92,7 +92,8 @@ void check_at_rest(test_heap& heap) {
       if (state != 0) bad("a span's tail holds something", seg);
       continue;
     }
-    const std::uint32_t c = r.kind, K = L.objects(c);
+    const std::uint32_t c = r.kind, K = L.objects(c, r.wide);
+    if (r.wide != slot_word::wide(word_of[seg])) bad("its slot word and its record tell different widths", seg);
     const std::uint64_t taken = by[seg] == held::current ? slot_word::taken(word_of[seg]) : 0;
     const std::uint64_t untaken = taken < K ? K - taken : 0;  // a `next` block's pass has started (sm_slab.h P3)
     if (state != (in_slot | untaken)) {

@@ -127,7 +127,15 @@ void test_layouts() {
         wide += roomy;
         wide_small += roomy && c < small_classes;
         const std::uint64_t n = L.cls[c].slot_mask + 1;
-        CHECK((n & (n - 1)) == 0 && L.cls[c].first_slot == slots, "layout: %" PRIu64 " B: class %u's slots", bytes, c);
+        CHECK((n & (n - 1)) == 0 && L.cls[c].first_slot == slots && L.cls[c].slot_blocks == 2 * (n < sms ? n : sms),
+              "layout: %" PRIu64 " B: class %u's slots", bytes, c);
+        // Wide blocks widen as far as the caps allow: the objects wanted, the head's bitmap, one tree word.
+        const std::uint32_t e = L.cls[c].wide_most;
+        const std::uint64_t wide_cap = std::min<std::uint64_t>(objects_wanted(size, span_objects_roomy),
+                                                               std::uint64_t{64} << L.bitmap_words_log2);
+        CHECK(e <= max_wide && m + e <= max_span_log2 && (e == 0 || (std::uint64_t{L.objects(c)} << e) <= wide_cap) &&
+                  (e == max_wide || m + e == max_span_log2 || (std::uint64_t{L.objects(c)} << (e + 1)) > wide_cap),
+              "layout: %" PRIu64 " B: class %u widens %u times", bytes, c, e);
         slots += n;
         const std::uint64_t held = (n < sms ? n : sms) * 2 << (L.segment_log2 + m);
         buffered += held;
@@ -156,9 +164,10 @@ void test_block_life(std::uint64_t heap_bytes, std::uint64_t bytes) {
   utilisation::heap H(strategy_id::sm_slab, heap_bytes);
   const layout& L = gpualloc::state_of<gpualloc::strategies::sm_slab::state>(H.get()).L;
   const blocks B(L, H.get()->space.begin);
-  const std::uint32_t c = class_of(bytes), K = L.objects(c), span = 1u << L.cls[c].span_log2;
+  const std::uint32_t c = class_of(bytes);
   std::uint32_t block = B.get(c);  // its pass started
-  const std::uint32_t seg = slot_word::segment(block);
+  const std::uint32_t seg = slot_word::segment(block), wide = slot_word::wide(block);
+  const std::uint32_t K = L.objects(c, wide), span = 1u << (L.cls[c].span_log2 + wide);
   bool fresh = slot_word::fresh(block);
   CHECK(seg != no_segment && fresh, "blocks: a block from the tree is not fresh");
   CHECK(seg % span == 0, "blocks: span at %u is not aligned to its %u segments", seg, span);
@@ -173,13 +182,14 @@ void test_block_life(std::uint64_t heap_bytes, std::uint64_t bytes) {
     done = r.exhausted;
   }
   CHECK(got.size() == K, "blocks: a fresh pass handed out %zu of %u objects", got.size(), K);
-  B.end_pass(seg, c, at, fresh);
+  B.end_pass(block, c, at);
   std::uint32_t freed = 0;
   for (std::uint32_t i = 0; i < K; i += 2, ++freed) B.give_back(seg, i / 64, std::uint64_t{1} << (i % 64), 1);
   CHECK(B.scavenge(c), "blocks: a retired half-free block was not scavenged (Q3)");
   block = B.get(c);
   fresh = slot_word::fresh(block);
-  CHECK(slot_word::segment(block) == seg && !fresh, "blocks: a half-free block is not the next one its class gets");
+  CHECK(slot_word::segment(block) == seg && !fresh && slot_word::wide(block) == wide,
+        "blocks: a half-free block is not the next one its class gets");
   std::uint32_t again = 0;
   at = 0;
   for (bool done = false; !done; at += 32) {
@@ -192,13 +202,12 @@ void test_block_life(std::uint64_t heap_bytes, std::uint64_t bytes) {
     done = r.exhausted;
   }
   CHECK(again == freed, "blocks: the second pass handed out %u objects, %u were free", again, freed);
-  B.end_pass(seg, c, at, fresh);
+  B.end_pass(block, c, at);
   for (std::uint32_t i = 0; i < K; ++i) B.give_back(seg, i / 64, std::uint64_t{1} << (i % 64), 1);
+  const gpualloc::detail::bit_tree tree(reinterpret_cast<std::uint64_t*>(H.get()->space.begin + L.tree_offset), L.tree);
   for (std::uint32_t d = 0; d < span; ++d)
-    CHECK(B.kind(seg + d) == kind_free, "blocks: a block with every object back is not released (segment %u)", d);
-  block = B.get(c);
-  CHECK(slot_word::segment(block) == seg && slot_word::fresh(block),
-        "blocks: the released span is not the lowest free one again");
+    CHECK(B.kind(seg + d) == kind_free && tree.next(seg + d) == seg + d,
+          "blocks: a block with every object back is not released (segment %u)", d);
   std::printf("blocks: %" PRIu64 " B, a span of %u segments: a pass of %u objects, half freed and scavenged, a "
               "second pass of exactly those, released\n", bytes, span, K);
 }
@@ -210,9 +219,9 @@ void test_retired_until_scavenged(std::uint64_t heap_bytes, std::uint64_t bytes)
   utilisation::heap H(strategy_id::sm_slab, heap_bytes);
   const layout& L = gpualloc::state_of<gpualloc::strategies::sm_slab::state>(H.get()).L;
   const blocks B(L, H.get()->space.begin);
-  const std::uint32_t c = class_of(bytes), K = L.objects(c);
+  const std::uint32_t c = class_of(bytes);
   const std::uint32_t block = B.get(c);  // its pass started
-  const std::uint32_t seg = slot_word::segment(block);
+  const std::uint32_t seg = slot_word::segment(block), K = L.objects(c, slot_word::wide(block));
   const bool fresh = slot_word::fresh(block);
   std::uint32_t taken = 0;
   std::uint64_t at = 0;
@@ -224,7 +233,7 @@ void test_retired_until_scavenged(std::uint64_t heap_bytes, std::uint64_t bytes)
   CHECK(taken == K, "blocks: a fresh pass handed out %u of %u objects", taken, K);
   const std::uint32_t held = K / 4, back = K - 1;  // back while a slot held it, and in all
   for (std::uint32_t i = 0; i < held; ++i) B.give_back(seg, i / 64, std::uint64_t{1} << (i % 64), 1);
-  B.end_pass(seg, c, at, false);
+  B.end_pass(block, c, at);
   for (std::uint32_t i = held; i < back; ++i) B.give_back(seg, i / 64, std::uint64_t{1} << (i % 64), 1);
   CHECK(!B.any_queued(c), "blocks: a free or a retirement queued a block (Q1)");
   CHECK(B.scavenge(c) && B.any_queued(c), "blocks: a retired block with free objects was not scavenged (Q3)");
@@ -235,12 +244,57 @@ void test_retired_until_scavenged(std::uint64_t heap_bytes, std::uint64_t bytes)
               bytes, back, K);
 }
 
+// Wide blocks (layout.h, blocks.h get): a class whose span the slot budget
+// narrowed gets blocks 2^wide times as wide while every block its slots may
+// hold at that width fits in half of the free segments two leaf words at
+// random suggest (bit_tree.h estimate_size), narrower ones as the tree empties,
+// down to its own span once the room is gone; each aligned to its width,
+// and every segment back in the tree once all are released.
+void test_wide_blocks(std::uint64_t heap_bytes, std::uint64_t bytes) {
+  utilisation::heap H(strategy_id::sm_slab, heap_bytes);
+  std::byte* const arena = H.get()->space.begin;
+  const layout& L = gpualloc::state_of<gpualloc::strategies::sm_slab::state>(H.get()).L;
+  const blocks B(L, arena);
+  const std::uint32_t c = class_of(bytes), m = L.cls[c].span_log2;
+  const gpualloc::detail::bit_tree tree(reinterpret_cast<std::uint64_t*>(arena + L.tree_offset), L.tree);
+  const auto in_tree = [&] {
+    std::uint32_t n = 0;
+    for (std::uint32_t i = tree.next(0); i != gpualloc::detail::bit_tree::none; i = tree.next(i + 1)) ++n;
+    return n;
+  };
+  CHECK(L.cls[c].wide_most > 0, "wide blocks: %" PRIu64 " B on %" PRIu64 " MiB cannot widen", bytes, heap_bytes >> 20);
+  const std::uint64_t full = tree.estimate_size(0, tree.leaf_words() - 1);  // the last word holds the rest
+  CHECK(full >= L.segments / 2 && full <= L.segments + 64, "wide blocks: a full tree of %u segments looks like %" PRIu64,
+        L.segments, full);
+  std::vector<std::uint32_t> got;
+  std::uint32_t widths = 0;  // bit w: a block widened w times
+  for (;;) {
+    const std::uint32_t block = B.get(c, true);
+    if (slot_word::segment(block) == no_segment) break;
+    const std::uint32_t wide = slot_word::wide(block);
+    CHECK(wide <= L.cls[c].wide_most && slot_word::segment(block) % (1u << (m + wide)) == 0,
+          "wide blocks: a block of class %u widened %u times at segment %u", c, wide, slot_word::segment(block));
+    widths |= 1u << wide;
+    got.push_back(block);
+  }
+  CHECK(slot_word::wide(got.front()) == L.cls[c].wide_most && slot_word::wide(got.back()) == 0 &&
+            in_tree() < (1u << m),  // what is left holds no aligned span
+        "wide blocks: the first block widened %u times, the last %u; %u segments left in the tree",
+        slot_word::wide(got.front()), slot_word::wide(got.back()), in_tree());
+  for (const std::uint32_t block : got) B.end_pass(block, c, 0);  // none taken: each released (B2)
+  CHECK(in_tree() == L.segments, "wide blocks: all released, the tree has %u of %u segments", in_tree(), L.segments);
+  std::printf("wide blocks: %" PRIu64 " B on %" PRIu64 " MiB: %zu blocks until the tree was empty, widened 0 .. %u "
+              "times (widths seen: %#x), the first %u objects; all back in the tree\n",
+              bytes, heap_bytes >> 20, got.size(), L.cls[c].wide_most, widths,
+              L.objects(c, slot_word::wide(got.front())));
+}
+
 // Segments the slot pairs of classes other than `skip` hold in `current`
 // (`next` too if with_next); read while no thread runs.
 std::uint64_t held_by_slots(const layout& L, std::byte* arena, std::uint32_t skip, bool with_next) {
   const auto* pairs = reinterpret_cast<const slot_pair*>(arena + L.slots_offset);
   const auto span = [&](std::uint64_t w, std::uint32_t c) -> std::uint64_t {
-    return slot_word::segment(w) == no_segment ? 0 : std::uint64_t{1} << L.cls[c].span_log2;
+    return slot_word::segment(w) == no_segment ? 0 : std::uint64_t{1} << (L.cls[c].span_log2 + slot_word::wide(w));
   };
   std::uint64_t segments = 0;
   for (std::uint32_t c = 0; c < L.classes; ++c)
@@ -487,6 +541,8 @@ int main(int argc, char** argv) {
   test_retired_until_scavenged(16u << 20, 48);
   test_retired_until_scavenged(std::uint64_t{256} << 20, 4096);
   test_span_claims();
+  test_wide_blocks(std::uint64_t{256} << 20, 4096);
+  test_wide_blocks(64u << 20, 256);
   test_idle_blocks_return(16u << 20, 8);
   test_idle_blocks_return(64u << 20, 8);
   test_churn_near_full(0.90, 16, true);

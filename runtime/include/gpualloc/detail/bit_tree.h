@@ -144,7 +144,8 @@ class bit_tree {
   // Takes an aligned run of 2^k indices (k <= 6: its first a multiple of
   // 2^k, the run inside one leaf word) out of the set, from the first word
   // in or after start's that has one, else from the lowest of all; its
-  // first index, or none when the set holds no such run (k = 0: one index).
+  // first index, or none when the set holds no such run (k = 0: one index)
+  // or `words` leaf words with free indices held none.
   // Of a word's runs it takes the (salt mod their number)-th, so claimers
   // that meet in one word (having started from different words, or from
   // the same one) take different runs. One fetch-and takes the whole run; a
@@ -158,7 +159,8 @@ class bit_tree {
   // faster). Inline: sm_slab's get, its caller, is out of line already, and a
   // second out-of-line level put a kernel that allocates in a loop
   // (examples/divisors.cu) 8 registers over its folded build (4 inline).
-  GPUALLOC_HD std::uint32_t claim_aligned_from(std::uint32_t start, std::uint32_t k, std::uint32_t salt) const {
+  GPUALLOC_HD std::uint32_t claim_aligned_from(std::uint32_t start, std::uint32_t k, std::uint32_t salt,
+                                                std::uint32_t words = ~0u) const {
     const std::uint32_t n = 1u << k;
     if (start >= L_.universe) start = 0;
     for (std::uint32_t from = start / 64 * 64;;) {
@@ -172,6 +174,7 @@ class bit_tree {
       const std::uint32_t w = i / 64;
       const std::uint64_t runs = aligned_runs(leaf, n);
       if (runs == 0) {
+        if (--words == 0) return none;
         from = (w + 1) * 64;
         continue;
       }
@@ -201,6 +204,16 @@ class bit_tree {
       wait.pause();
     }
   }
+
+  // About how many indices the set holds, judged by leaf words w1 and w2
+  // (below leaf_words(); two relaxed loads): their mean count as if every
+  // leaf word held as many. A hint, for callers that pick the words at
+  // random: a search's own neighbourhood would tell of its own claims.
+  GPUALLOC_HD std::uint64_t estimate_size(std::uint32_t w1, std::uint32_t w2) const {
+    const std::uint32_t leaves = L_.levels - 1;
+    return std::uint64_t{popcount(peek(leaves, w1)) + popcount(peek(leaves, w2))} * leaf_words() / 2;
+  }
+  GPUALLOC_HD std::uint32_t leaf_words() const { return (L_.universe + 63) / 64; }
 
   // Whether the set looks empty (its root is): a hint, as a search is: an
   // operation fixing a summary may show the set empty for a moment.

@@ -126,6 +126,7 @@
 #include "gpualloc/detail/bit_tree.h"
 #include "gpualloc/detail/bits.h"
 #include "gpualloc/detail/index_queue.h"
+#include "gpualloc/detail/random.h"
 #include "gpualloc/detail/sm.h"
 #include "gpualloc/strategies/sm_slab/layout.h"
 
@@ -197,16 +198,17 @@ class blocks {
     return {first, n >= K - first, got};
   }
 
-  // Whether every object of seg's pass of class c, `taken` positions into
-  // it, is free: its count is only the positions nobody was handed yet. A
-  // hint (claims race with it).
-  GPUALLOC_HD bool idle(std::uint32_t seg, std::uint32_t c, std::uint64_t taken) const {
-    const std::uint32_t K = L_.objects(c);
-    return (holds(seg).load(detail::relaxed) & count_mask) == (taken < K ? K - taken : 0);
+  // Whether every object of the block of class c that the current word
+  // `cur` names, in the pass the word shows, is free: its count is only the
+  // positions nobody was handed yet. A hint (claims race with it).
+  GPUALLOC_HD bool idle(std::uint64_t cur, std::uint32_t c) const {
+    const std::uint32_t K = L_.objects(c, slot_word::wide(cur));
+    const std::uint64_t taken = slot_word::taken(cur);
+    return (holds(slot_word::segment(cur)).load(detail::relaxed) & count_mask) == (taken < K ? K - taken : 0);
   }
 
-  // A slot lets go of seg, current in a pass of class c that handed out
-  // `taken` positions (the final position of the word it replaced:
+  // A slot lets go of `block` (a slot word's block half), current in a
+  // pass of class c that handed out `taken` positions (the final position of the word it replaced:
   // sm_slab.h P1). Positions nobody was handed are settled here, in a fresh
   // pass with their bits set (B1) unless no object is live: then the
   // retirement releases the block (B2) and its next format writes the
@@ -215,12 +217,13 @@ class blocks {
   // heap cleared of mixed sizes then served 1 MiB requests up to 41 % of it;
   // then 97-98 %; H200.) The slot still holds the block while it settles,
   // so no one releases it meanwhile.
-  GPUALLOC_HD void end_pass(std::uint32_t seg, std::uint32_t c, std::uint64_t taken, bool fresh) const {
-    const std::uint32_t K = L_.objects(c);
+  GPUALLOC_HD void end_pass(std::uint32_t block, std::uint32_t c, std::uint64_t taken) const {
+    const std::uint32_t seg = slot_word::segment(block), K = L_.objects(c, slot_word::wide(block));
     if (taken < K) {
       const auto rest = static_cast<std::uint32_t>(K - taken);
       const std::uint64_t after = holds(seg).fetch_sub(rest, detail::acq_rel) - rest;
-      if (fresh && (after & count_mask) != 0) free_positions(seg, static_cast<std::uint32_t>(taken), K);
+      if (slot_word::fresh(block) && (after & count_mask) != 0)
+        free_positions(seg, static_cast<std::uint32_t>(taken), K);
     }
     retire(seg);
   }
@@ -289,15 +292,22 @@ class blocks {
   // 0.093 ms; the other points, warm too, within the rounds' spread;
   // H100, medians of 7 over three rounds). Out of line: refill and
   // prefetch share one copy (registers, sm_slab.h).
-  __attribute__((noinline)) GPUALLOC_HD std::uint32_t get(std::uint32_t c) const {
-    std::uint32_t seg = dequeue(c);
+  __attribute__((noinline)) GPUALLOC_HD std::uint32_t get(std::uint32_t c, bool hot = false) const {
+    std::uint32_t seg = dequeue(c), wide;
     const bool fresh = seg == no_segment;
     if (fresh) {
-      const std::uint32_t k = L_.cls[c].span_log2;
-      seg = tree().claim_aligned_from(search_start(k), k, detail::sm_id() + c);
+      // A wide span if a short search finds one, else the class's own.
+      std::uint32_t k = L_.cls[c].span_log2 + (hot ? wide_for(c) : 0);
+      for (bool own = k == L_.cls[c].span_log2;; own = true, k = L_.cls[c].span_log2) {
+        seg = tree().claim_aligned_from(search_start(k), k, detail::sm_id() + c, own ? ~0u : wide_search_words);
+        if (seg != detail::bit_tree::none || own) break;
+      }
       if (seg == detail::bit_tree::none) return 0;
       if (k > 0) hint(k).store(k == max_span_log2 ? seg + 64 : seg, detail::relaxed);  // search_start
-      format(seg, c);
+      wide = k - L_.cls[c].span_log2;
+      format(seg, c, wide);
+    } else {
+      wide = wide_of(seg);  // the dequeue's acquire follows its format
     }
     // The pass starts: K positions to settle (B4); the count before is the
     // live objects (and positions of the last pass a straggler has yet to
@@ -305,10 +315,31 @@ class blocks {
     // (format). (An add in format instead, and none here for a fresh block,
     // took the churn kernel from 124 to 128 registers and its rounds from
     // 109 to 178 ms: 16 B at 95 % of 2 GiB, H200.)
-    const std::uint32_t K = L_.objects(c);
+    const std::uint32_t K = L_.objects(c, wide);
     const std::uint64_t before = holds(seg).fetch_add((fresh ? one_ticket + in_slot : 0) + K, detail::acq_rel);
-    return slot_word::block(seg, slot_word::width_for(static_cast<std::uint32_t>(before & count_mask), K), fresh);
+    return slot_word::block(seg, slot_word::width_for(static_cast<std::uint32_t>(before & count_mask), K), fresh,
+                            wide);
   }
+
+  // Wide blocks (layout.h): how far class c's next fresh block widens,
+  // the most that keeps every block its slots may hold at that width
+  // within half of the free segments, as two leaf words of the tree at
+  // random tell them (bit_tree.h estimate_size: no count to keep; a count
+  // kept in release raised the registers of examples/divisors' allocating
+  // kernel from 128 to 132, past two blocks of 256 threads per SM).
+  GPUALLOC_HD std::uint32_t wide_for(std::uint32_t c) const {
+    const class_info& ci = L_.cls[c];
+    if (ci.wide_most == 0) return 0;
+    const detail::bit_tree T = tree();
+    const auto w = static_cast<std::uint32_t>(detail::walk_random::seeded().below(T.leaf_words()));
+    const std::uint64_t room = T.estimate_size(w, (w + T.leaf_words() / 2) % T.leaf_words());
+    std::uint32_t wide = ci.wide_most;
+    while (wide > 0 && (std::uint64_t{ci.slot_blocks} << (ci.span_log2 + wide + 1)) > room) --wide;
+    return wide;
+  }
+  // Leaf words a search for a wide span reads before it settles for the
+  // class's own span (a heap with room may still have no aligned run).
+  static constexpr std::uint32_t wide_search_words = 4;
 
   // Whether c's queue holds entries (some may be stale: dequeue drops them).
   GPUALLOC_HD bool any_queued(std::uint32_t c) const {
@@ -329,7 +360,7 @@ class blocks {
   __attribute__((noinline)) GPUALLOC_HD bool scavenge(std::uint32_t c) const {
     detail::device_atomic<std::uint32_t> windows(sweeps().scavenged);
     const std::uint32_t cycle = (L_.segments + scavenge_window - 1) / scavenge_window;
-    const std::uint32_t span = 1u << L_.cls[c].span_log2, K = L_.objects(c);  // heads are aligned to their span
+    const std::uint32_t span = 1u << L_.cls[c].span_log2;  // heads are aligned to it (wide ones to more)
     const std::uint32_t first = windows.fetch_add(1, detail::relaxed);
     bool any = false;
     for (std::uint32_t w = first; !any; w = windows.fetch_add(1, detail::relaxed)) {
@@ -339,7 +370,7 @@ class blocks {
         if (kind(seg) != c) continue;
         std::uint64_t seen = holds(seg).load(detail::acquire);  // at or after its format's release
         if (kind(seg) != c) continue;  // so this is the kind of seen's life, or of a later one
-        const std::uint64_t count = seen & count_mask;
+        const std::uint64_t count = seen & count_mask, K = L_.objects(c, wide_of(seg));  // as the kind
         if ((seen & (in_slot | queued)) != 0 || count == 0 || count >= K || !room(c).try_take(1)) continue;
         if (holds(seg).compare_exchange_strong(seen, seen + one_ticket + queued, detail::acq_rel, detail::relaxed)) {
           enqueue(c, seg);
@@ -413,6 +444,10 @@ class blocks {
   GPUALLOC_HD detail::device_atomic<std::uint64_t> holds(std::uint32_t seg) const {
     return detail::device_atomic<std::uint64_t>(record(seg).holds);
   }
+  // A head's widening (wide blocks): written by format, for the block's life.
+  GPUALLOC_HD std::uint32_t wide_of(std::uint32_t seg) const {
+    return detail::device_atomic<std::uint32_t>(record(seg).wide).load(detail::relaxed);
+  }
   GPUALLOC_HD std::uint64_t* bitmap(std::uint32_t seg) const {
     return reinterpret_cast<std::uint64_t*>(arena_ + L_.bitmaps_offset) + (std::uint64_t{seg} << L_.bitmap_words_log2);
   }
@@ -485,7 +520,7 @@ class blocks {
   // B2: the block's span back to the tree, its kinds free first (the
   // tree's acq_rel insert orders them before the next claimer's format).
   __attribute__((noinline)) GPUALLOC_HD void release(std::uint32_t seg) const {
-    const std::uint32_t span = 1u << L_.cls[kind(seg)].span_log2;
+    const std::uint32_t span = 1u << (L_.cls[kind(seg)].span_log2 + wide_of(seg));
     segment_record* const head = &record(seg);  // not reloaded past each store (they may alias L_ for the compiler)
     set_tail_kinds(head, span, kind_free, 0);
     detail::device_atomic<std::uint32_t>(head->kind).store(kind_free, detail::relaxed);
@@ -537,11 +572,12 @@ class blocks {
   // before the ticket) also gives it a new ticket and in_slot. Tails keep
   // their holds as they were at their last release (count 0, no flag): a
   // stale queue entry that reaches one touches nothing (Q1).
-  GPUALLOC_HD void format(std::uint32_t seg, std::uint32_t c) const {
-    const std::uint32_t K = L_.objects(c), span = 1u << L_.cls[c].span_log2;
+  GPUALLOC_HD void format(std::uint32_t seg, std::uint32_t c, std::uint32_t wide) const {
+    const std::uint32_t K = L_.objects(c, wide), span = 1u << (L_.cls[c].span_log2 + wide);
     segment_record* const head = &record(seg);  // as in release: the loops reload nothing
     std::uint64_t* const words = bitmap(seg);
     set_tail_kinds(head, span, tail_kind(c, 0), 1);
+    detail::device_atomic<std::uint32_t>(head->wide).store(wide, detail::relaxed);
     for (std::uint32_t w = 0; w * 64 < K; ++w) detail::device_atomic<std::uint64_t>(words[w]).store(0, detail::relaxed);
     detail::device_atomic<std::uint32_t>(head->kind).store(c, detail::relaxed);
   }

@@ -129,7 +129,8 @@ inline constexpr std::uint32_t span_objects_most = 2048;  // and up to this many
 inline constexpr std::uint32_t narrow_objects = 64;    // a span narrowed for the slot budget keeps this many
 inline constexpr std::uint64_t span_bytes = std::uint64_t{1} << 20;
 inline constexpr std::uint32_t max_span_log2 = 6;      // 64 segments: one word of the segment tree
-inline constexpr std::uint32_t max_segments = (1u << 24) - 2;  // a slot word names segment + 1 in 24 bits, not all ones
+inline constexpr std::uint32_t max_segments = (1u << 22) - 2;  // a slot word names segment + 1 in 22 bits, not all ones
+inline constexpr std::uint32_t max_wide = 3;  // a block widens its class's span at most 2^3 times (wide blocks, below)
 
 // The most the slots' blocks may hold (slots, at the top): the arena up
 // to 2 GiB, twice it from 4 GiB, and arena / 2 GiB times it between.
@@ -180,7 +181,8 @@ GPUALLOC_INLINE constexpr std::uint64_t small_slot_budget(std::uint64_t arena_by
 struct segment_record {
   std::uint64_t holds;  // [ticket:32 | in_slot:1 | queued:1 | count:30]
   std::uint32_t kind;   // kind_free, a class, kind_run | segments in the run, or tail_kind(class, d) (blocks.h)
-  std::uint8_t padding[20];
+  std::uint32_t wide;   // a head's: its block spans 2^wide times its class's span (wide blocks)
+  std::uint8_t padding[16];
 };
 static_assert(sizeof(segment_record) == 32);
 
@@ -199,18 +201,20 @@ struct slot_pair {
 };
 
 // A slot word's low half, its block: [sequence:5 | fresh:1 | width:2 |
-// segment + 1:24] (segment part 0: none; all ones: busy, `next` only).
-// fresh: the block was formatted for this pass (blocks.h B1); width: a
-// claim of n lanes takes n << width positions (sm_slab.h P5); with no
-// block, width 3 marks current closed (sm_slab.h closed). The high
+// wide:2 | segment + 1:22] (segment part 0: none; all ones: busy, `next`
+// only). fresh: the block was formatted for this pass (blocks.h B1);
+// width: a claim of n lanes takes n << width positions (sm_slab.h P5);
+// with no block, width 3 marks current closed (sm_slab.h closed); wide:
+// the block spans 2^wide times its class's span and holds 2^wide times its
+// objects (wide blocks, below). The high
 // half of `current` is its pass's position in units of 2^width positions;
 // `next`'s is current's low half, its install, whenever `next` is not busy
 // (sm_slab.h P1). `current`'s sequence counts installs, `next`'s the
 // takes of the pair's lock.
 inline constexpr std::uint32_t no_segment = ~0u;
 namespace slot_word {
-inline constexpr std::uint32_t segment_part = (1u << 24) - 1;
-inline constexpr std::uint32_t width_shift = 24, fresh_bit = 1u << 26, sequence_shift = 27;
+inline constexpr std::uint32_t segment_part = (1u << 22) - 1;
+inline constexpr std::uint32_t wide_shift = 22, width_shift = 24, fresh_bit = 1u << 26, sequence_shift = 27;
 inline constexpr std::uint32_t block_part = (1u << sequence_shift) - 1;  // fresh, width, segment
 inline constexpr std::uint32_t position_shift = 32;
 
@@ -222,6 +226,7 @@ GPUALLOC_INLINE constexpr std::uint32_t segment(std::uint64_t w) {
 GPUALLOC_INLINE constexpr std::uint32_t width(std::uint64_t w) {
   return static_cast<std::uint32_t>(w) >> width_shift & 3;
 }
+GPUALLOC_INLINE constexpr std::uint32_t wide(std::uint64_t w) { return static_cast<std::uint32_t>(w) >> wide_shift & 3; }
 GPUALLOC_INLINE constexpr bool fresh(std::uint64_t w) { return (static_cast<std::uint32_t>(w) & fresh_bit) != 0; }
 GPUALLOC_INLINE constexpr bool is_busy(std::uint64_t w) {
   return (static_cast<std::uint32_t>(w) & segment_part) == segment_part;
@@ -240,8 +245,9 @@ GPUALLOC_INLINE constexpr std::uint32_t width_for(std::uint32_t live, std::uint3
   const std::uint64_t free = live < K ? K - live : 0;
   return 4 * free >= 3 * std::uint64_t{K} ? 0 : 8 * free >= 3 * std::uint64_t{K} ? 1 : 2;
 }
-GPUALLOC_INLINE constexpr std::uint32_t block(std::uint32_t seg, std::uint32_t width, bool fresh) {
-  return (fresh ? fresh_bit : 0) | width << width_shift | (seg == no_segment ? 0 : seg + 1);
+GPUALLOC_INLINE constexpr std::uint32_t block(std::uint32_t seg, std::uint32_t width, bool fresh,
+                                              std::uint32_t wide = 0) {
+  return (fresh ? fresh_bit : 0) | width << width_shift | wide << wide_shift | (seg == no_segment ? 0 : seg + 1);
 }
 // The block half of a `next` word (0: none).
 GPUALLOC_INLINE constexpr std::uint32_t next_block(std::uint64_t nxt) {
@@ -271,7 +277,9 @@ struct class_info {
   std::uint32_t first_slot;  // the class's first slot pair
   std::uint32_t slot_mask;   // slot pairs - 1 (a power of two)
   std::uint32_t objects;     // per block
-  std::uint32_t span_log2;   // a block is 2^span_log2 segments
+  std::uint16_t slot_blocks;  // blocks its slots hold at most: two per slot, counting one slot per SM
+  std::uint8_t span_log2;     // a block is 2^span_log2 segments, or 2^wide times that (wide blocks)
+  std::uint8_t wide_most;     // the most a block of the class may widen (wide blocks)
   std::uint64_t reciprocal;  // ceil(2^32 / class_units(c)): x / units = x * reciprocal >> 32 for x < 2^29
 };
 
@@ -298,8 +306,9 @@ struct layout {
   class_info cls[max_classes];
 
   GPUALLOC_HD std::uint64_t segment_bytes() const { return std::uint64_t{1} << segment_log2; }
-  // Objects per block of class c.
+  // Objects per block of class c, and per block widened 2^wide times.
   GPUALLOC_HD std::uint32_t objects(std::uint32_t c) const { return cls[c].objects; }
+  GPUALLOC_HD std::uint32_t objects(std::uint32_t c, std::uint32_t wide) const { return cls[c].objects << wide; }
   // Where object i of a class-c block lies from its head's base, and back
   // (offset < 2^(20+6), so offset >> shift < 2^22: the reciprocal is exact).
   GPUALLOC_HD std::uint64_t object_offset(std::uint32_t c, std::uint32_t i) const {
@@ -385,9 +394,19 @@ struct layout {
       }
     }
     for (std::uint32_t c = 0; c < L.classes; ++c) {
-      L.cls[c].first_slot = static_cast<std::uint32_t>(L.slot_count);
-      L.cls[c].slot_mask = static_cast<std::uint32_t>(slots[c] - 1);
+      class_info& ci = L.cls[c];
+      ci.first_slot = static_cast<std::uint32_t>(L.slot_count);
+      ci.slot_mask = static_cast<std::uint32_t>(slots[c] - 1);
+      ci.slot_blocks = static_cast<std::uint16_t>(2 * (slots[c] < sms ? slots[c] : sms));
       L.slot_count += slots[c];
+      // Wide blocks: back up to the objects the class wanted before the
+      // budgets narrowed it, within one tree word and the head's bitmap.
+      const std::uint64_t wanted = objects_wanted(class_bytes(c), span_objects_roomy);
+      const std::uint64_t bitmap_bits = std::uint64_t{64} << L.bitmap_words_log2;
+      ci.wide_most = 0;
+      while (ci.wide_most < max_wide && ci.span_log2 + ci.wide_most < max_span_log2 &&
+             (std::uint64_t{ci.objects} << (ci.wide_most + 1)) <= (wanted < bitmap_bits ? wanted : bitmap_bits))
+        ++ci.wide_most;
     }
 
     // As many segments as fit next to their tables.

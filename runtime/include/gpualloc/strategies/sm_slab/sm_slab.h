@@ -347,9 +347,9 @@ struct sm_slab {
     using namespace sm_slab_parts;
     const blocks B(L, arena);
     sm_slab_parts::slot_pair& P = pair(L, arena, c);
-    const std::uint32_t K = L.objects(c);
+    const std::uint32_t class_objects = L.objects(c);
     const std::uint64_t seen = add_claim(P, n);
-    const std::uint32_t seg = slot_word::segment(seen);
+    const std::uint32_t seg = slot_word::segment(seen), K = class_objects << slot_word::wide(seen);
     if (seg == no_segment) return refill(L, arena, c, P, seen);
     claim r = take(B, seen, seg, K, n);
     const std::uint64_t at = slot_word::taken(seen);
@@ -396,8 +396,7 @@ struct sm_slab {
       old = word(P.current).exchange(now, detail::acq_rel);
     }
     word(P.next).store(slot_word::next(slot_word::next_busy(nxt), slot_word::install(now), 0), detail::release);
-    if (slot_word::segment(old) != no_segment)
-      B.end_pass(slot_word::segment(old), c, slot_word::taken(old), slot_word::fresh(old));
+    if (slot_word::segment(old) != no_segment) B.end_pass(slot_word::install(old), c, slot_word::taken(old));
     if (slot_word::segment(nxt) != no_segment) next_blocks(L, arena).add(-1);
     return installed;
   }
@@ -454,7 +453,7 @@ struct sm_slab {
     if (slot_word::next_block(nxt) != 0 ||  // a block, or busy
         !word(P.next).compare_exchange_strong(nxt, slot_word::next_busy(nxt), detail::acquire, detail::relaxed))
       return;
-    const std::uint32_t block = blocks(L, arena).get(c);
+    const std::uint32_t block = blocks(L, arena).get(c, true);  // wide blocks: half of one is out
     word(P.next).store(slot_word::next(slot_word::next_busy(nxt), slot_word::current_install(nxt), block),
                        detail::release);
     if (slot_word::segment(block) != no_segment) next_blocks(L, arena).add(1);
@@ -471,7 +470,7 @@ struct sm_slab {
       const std::uint64_t seen = add_claim(P, 1);
       const std::uint32_t seg = slot_word::segment(seen);
       if (seg != no_segment) {
-        const claim r = take(B, seen, seg, L.objects(c), 1);
+        const claim r = take(B, seen, seg, L.objects(c, slot_word::wide(seen)), 1);
         if (r.exhausted) refill(L, arena, c, P, seen);
         if (r.got != 0) return one_object(B, seg, c, r);
         if (!r.exhausted) continue;
@@ -505,15 +504,15 @@ struct sm_slab {
     using namespace sm_slab_parts;
     const blocks B(L, arena);
     auto* pairs = reinterpret_cast<sm_slab_parts::slot_pair*>(arena + L.slots_offset);
-    const std::uint32_t K = L.objects(c);
     for (std::uint32_t i = L.cls[c].first_slot; i <= L.cls[c].first_slot + L.cls[c].slot_mask; ++i) {
       for (std::uint64_t w = word(pairs[i].current).load(detail::relaxed);
-           slot_word::segment(w) != no_segment && slot_word::taken(w) < K;
+           slot_word::segment(w) != no_segment && slot_word::taken(w) < L.objects(c, slot_word::wide(w));
            w = word(pairs[i].current).load(detail::relaxed)) {  // a load first: exhausted passes get no adds
         const std::uint64_t seen = add_claim(pairs[i], 1);
         const std::uint32_t seg = slot_word::segment(seen);
         if (seg == no_segment) break;
-        if (const claim r = take(B, seen, seg, K, 1); r.got != 0) return one_object(B, seg, c, r);
+        if (const claim r = take(B, seen, seg, L.objects(c, slot_word::wide(seen)), 1); r.got != 0)
+          return one_object(B, seg, c, r);
       }
     }
     return nullptr;
@@ -545,7 +544,7 @@ struct sm_slab {
           !word(pairs[i].next).compare_exchange_strong(nxt, emptied, detail::acq_rel, detail::relaxed))
         continue;
       next_blocks(L, arena).add(-1);
-      B.end_pass(seg, B.kind(seg), 0, slot_word::fresh(nxt));
+      B.end_pass(slot_word::next_block(nxt), B.kind(seg), 0);
       any = true;
     }
     return any;
@@ -595,24 +594,23 @@ struct sm_slab {
     const blocks B(L, arena);
     const std::uint64_t cur = word(Q.current).load(detail::relaxed);
     const std::uint32_t seg = slot_word::segment(cur), d = seg == no_segment ? c : B.kind(seg);
-    const bool idle = d != c && d < L.classes && B.idle(seg, d, slot_word::taken(cur));
+    const bool idle = d != c && d < L.classes && B.idle(cur, d);
     std::uint64_t nxt = word(Q.next).load(detail::relaxed);
     do {  // the pair's lock (P1), unless someone holds it: then it is in use
       if (slot_word::is_busy(nxt) || (!idle && slot_word::segment(nxt) == no_segment)) return false;
     } while (!word(Q.next).compare_exchange_weak(nxt, slot_word::next_busy(nxt), detail::acquire, detail::relaxed));
     const std::uint64_t now = word(Q.current).load(detail::relaxed);
-    const bool closing =
-        idle && slot_word::install(now) == slot_word::install(cur) && B.idle(seg, d, slot_word::taken(now));
+    const bool closing = idle && slot_word::install(now) == slot_word::install(cur) && B.idle(now, d);
     std::uint64_t after = now, old = 0;
     if (closing) {
       after = slot_word::current(now, slot_word::block(no_segment, closed_width, false));
       old = word(Q.current).exchange(after, detail::acq_rel);
     }
     word(Q.next).store(slot_word::next(slot_word::next_busy(nxt), slot_word::install(after), 0), detail::release);
-    if (closing) B.end_pass(seg, d, slot_word::taken(old), slot_word::fresh(old));
+    if (closing) B.end_pass(slot_word::install(old), d, slot_word::taken(old));
     if (slot_word::segment(nxt) != no_segment) {
       next_blocks(L, arena).add(-1);
-      B.end_pass(slot_word::segment(nxt), B.kind(slot_word::segment(nxt)), 0, slot_word::fresh(nxt));
+      B.end_pass(slot_word::next_block(nxt), B.kind(slot_word::segment(nxt)), 0);
     }
     return closing || slot_word::segment(nxt) != no_segment;
   }
