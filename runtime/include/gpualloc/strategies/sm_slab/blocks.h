@@ -1,6 +1,7 @@
 // sm-slab's blocks: a span of 2^span_log2(c) segments (one, or up to 64 for
-// larger classes: layout.h says why) formatted for size class c is one block
-// of K = objects(c) objects, with a free bitmap (bit set = object free), a
+// larger classes: layout.h says why), or 2^wide times that (layout.h wide
+// blocks), formatted for size class c is one block of K = objects(c) << wide
+// objects, with a free bitmap (bit set = object free), a
 // count of what is outstanding, and a queue per class of blocks worth
 // reusing (layout.h). A pass over the block hands out its positions
 // 0..K-1 from the current word of the slot that holds it (sm_slab.h P1).
@@ -281,8 +282,11 @@ class blocks {
 
   // A block for a slot of class c: a queued one (Q3) or a fresh span
   // (its head), held by the slot, its pass started (B4), as a slot word's
-  // block half: segment, width (slot_word::width_for) and whether it is
-  // fresh (B1); 0 when the class has none and the tree no free span.
+  // block half: segment, width (slot_word::width_for), wide and whether it
+  // is fresh (B1); 0 when the class has none and the tree no free span. A
+  // fresh span is wide (layout.h) only when `hot` (a prefetch asks) and
+  // wide_for allows, and only if a search of wide_search_words leaf words
+  // finds one; else it is the class's own span.
   // Spans are aligned runs searched from search_start; SMs that meet in a
   // word take different runs of it, and so do the classes of one SM (the
   // salt is SM id plus class). On a fresh heap an SM's classes refill at

@@ -104,6 +104,23 @@
 //    a NULL in round 3; 70% now stops filling at 68%), but a round takes
 //    longer (80% of 2 GiB: 31 -> 40 ms; 50% of 256 MiB: 1.4 -> 3.6 ms):
 //    more blocks to refill;
+//  - wide blocks: the budgets narrow a class's span for the case where
+//    every class fills its slots at once, but a class used alone then
+//    gets a small share of a small heap (the 4 KiB class: 4 slots of
+//    64-object blocks on 64 MiB, so 4,096 requests waited for 16 refills
+//    in a row per slot). So a block may span 2^wide times its class's
+//    span and hold 2^wide times its objects (wide_most: up to 2^max_wide,
+//    back towards objects_wanted with span_objects_roomy, within one tree
+//    word and the head's bitmap). Only a prefetch widens (sm_slab.h P3:
+//    half of a block is out, so its class is in demand), and only as far
+//    as keeps every block the class's slots may hold at that width within
+//    half of the free segments (blocks.h wide_for); a slot's first block,
+//    and every refill's, stays narrow, so classes used a little hold what
+//    the budgets give them. The width is in the slot word (slot_word::wide)
+//    and in the head's record (segment_record::wide), so whoever handles a
+//    block knows its K and its span. No layout of 16 GiB or more has a
+//    class that widens (the budgets narrow no span below objects_wanted
+//    there);
 //  - queues: per class, a ring of segment indices with room for all
 //    segments (a queue that is full takes no more: blocks.h Q3).
 #pragma once
@@ -130,7 +147,7 @@ inline constexpr std::uint32_t narrow_objects = 64;    // a span narrowed for th
 inline constexpr std::uint64_t span_bytes = std::uint64_t{1} << 20;
 inline constexpr std::uint32_t max_span_log2 = 6;      // 64 segments: one word of the segment tree
 inline constexpr std::uint32_t max_segments = (1u << 22) - 2;  // a slot word names segment + 1 in 22 bits, not all ones
-inline constexpr std::uint32_t max_wide = 3;  // a block widens its class's span at most 2^3 times (wide blocks, below)
+inline constexpr std::uint32_t max_wide = 3;  // a block widens its class's span at most 2^3 times (wide blocks)
 
 // The most the slots' blocks may hold (slots, at the top): the arena up
 // to 2 GiB, twice it from 4 GiB, and arena / 2 GiB times it between.
@@ -181,7 +198,7 @@ GPUALLOC_INLINE constexpr std::uint64_t small_slot_budget(std::uint64_t arena_by
 struct segment_record {
   std::uint64_t holds;  // [ticket:32 | in_slot:1 | queued:1 | count:30]
   std::uint32_t kind;   // kind_free, a class, kind_run | segments in the run, or tail_kind(class, d) (blocks.h)
-  std::uint32_t wide;   // a head's: its block spans 2^wide times its class's span (wide blocks)
+  std::uint32_t wide;   // a head's: its block spans 2^wide times its class's span (wide blocks, at the top)
   std::uint8_t padding[16];
 };
 static_assert(sizeof(segment_record) == 32);
@@ -206,8 +223,8 @@ struct slot_pair {
 // width: a claim of n lanes takes n << width positions (sm_slab.h P5);
 // with no block, width 3 marks current closed (sm_slab.h closed); wide:
 // the block spans 2^wide times its class's span and holds 2^wide times its
-// objects (wide blocks, below). The high
-// half of `current` is its pass's position in units of 2^width positions;
+// objects (wide blocks, at the top). The high half of `current` is its
+// pass's position in units of 2^width positions;
 // `next`'s is current's low half, its install, whenever `next` is not busy
 // (sm_slab.h P1). `current`'s sequence counts installs, `next`'s the
 // takes of the pair's lock.
@@ -215,7 +232,7 @@ inline constexpr std::uint32_t no_segment = ~0u;
 namespace slot_word {
 inline constexpr std::uint32_t segment_part = (1u << 22) - 1;
 inline constexpr std::uint32_t wide_shift = 22, width_shift = 24, fresh_bit = 1u << 26, sequence_shift = 27;
-inline constexpr std::uint32_t block_part = (1u << sequence_shift) - 1;  // fresh, width, segment
+inline constexpr std::uint32_t block_part = (1u << sequence_shift) - 1;  // fresh, width, wide, segment
 inline constexpr std::uint32_t position_shift = 32;
 
 // The segment a word names, or no_segment (none, or busy).

@@ -93,7 +93,9 @@
 //     holds fragments, took 1.2 s (16 B - 4 KiB) and 1.9 s (16 - 256 B)
 //     before waiters trusted the refill they waited for. (H200.)
 //  P3 A prefetch takes the lock only from an empty `next`, so it never
-//     waits; one leader per block crosses K/2. The block it puts there has
+//     waits; one leader per block crosses K/2. Its class is in demand, so
+//     its block may be wide (layout.h wide blocks); a refill's never is.
+//     The block it puts there has
 //     its pass started (blocks.h get: +K, and its width in `next`), so the
 //     refill that promotes it only exchanges current; no position of it is
 //     out until then. (A prefetch right after each refill instead gained
