@@ -114,7 +114,8 @@
 //    word and the head's bitmap). Only a prefetch widens (sm_slab.h P3:
 //    half of a block is out, so its class is in demand), and only as far
 //    as keeps every block the class's slots may hold at that width within
-//    half of the free segments (blocks.h wide_for); a slot's first block,
+//    half of the free segments, and not at all while more than half of the
+//    heap is in use (blocks.h wide_for); a slot's first block,
 //    and every refill's, stays narrow, so classes used a little hold what
 //    the budgets give them. The width is in the slot word (slot_word::wide)
 //    and in the head's record (segment_record::wide), so whoever handles a
