@@ -264,8 +264,8 @@ void test_wide_blocks(std::uint64_t heap_bytes, std::uint64_t bytes) {
   };
   CHECK(L.cls[c].wide_most > 0, "wide blocks: %" PRIu64 " B on %" PRIu64 " MiB cannot widen", bytes, heap_bytes >> 20);
   const std::uint64_t full = tree.estimate_size(0, tree.leaf_words() - 1);  // the last word holds the rest
-  CHECK(full >= L.segments / 2 && full <= L.segments + 64, "wide blocks: a full tree of %u segments looks like %" PRIu64,
-        L.segments, full);
+  CHECK(full >= L.segments / 2 && full <= L.segments + 64,
+        "wide blocks: a full tree of %u segments looks like %" PRIu64, L.segments, full);
   std::vector<std::uint32_t> got;
   std::uint32_t widths = 0;  // bit w: a block widened w times
   for (;;) {

@@ -209,8 +209,8 @@ class blocks {
   }
 
   // A slot lets go of `block` (a slot word's block half), current in a
-  // pass of class c that handed out `taken` positions (the final position of the word it replaced:
-  // sm_slab.h P1). Positions nobody was handed are settled here, in a fresh
+  // pass of class c that handed out `taken` positions (the final position
+  // of the word it replaced: sm_slab.h P1). Positions nobody was handed are settled here, in a fresh
   // pass with their bits set (B1) unless no object is live: then the
   // retirement releases the block (B2) and its next format writes the
   // bitmap anyway. (Always setting them made P6's sweep, one thread walking

@@ -244,7 +244,9 @@ GPUALLOC_INLINE constexpr std::uint32_t segment(std::uint64_t w) {
 GPUALLOC_INLINE constexpr std::uint32_t width(std::uint64_t w) {
   return static_cast<std::uint32_t>(w) >> width_shift & 3;
 }
-GPUALLOC_INLINE constexpr std::uint32_t wide(std::uint64_t w) { return static_cast<std::uint32_t>(w) >> wide_shift & 3; }
+GPUALLOC_INLINE constexpr std::uint32_t wide(std::uint64_t w) {
+  return static_cast<std::uint32_t>(w) >> wide_shift & 3;
+}
 GPUALLOC_INLINE constexpr bool fresh(std::uint64_t w) { return (static_cast<std::uint32_t>(w) & fresh_bit) != 0; }
 GPUALLOC_INLINE constexpr bool is_busy(std::uint64_t w) {
   return (static_cast<std::uint32_t>(w) & segment_part) == segment_part;
