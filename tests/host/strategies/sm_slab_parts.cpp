@@ -283,8 +283,15 @@ void test_wide_blocks(std::uint64_t heap_bytes, std::uint64_t bytes) {
         slot_word::wide(got.front()), slot_word::wide(got.back()), in_tree());
   for (const std::uint32_t block : got) B.end_pass(block, c, 0);  // none taken: each released (B2)
   CHECK(in_tree() == L.segments, "wide blocks: all released, the tree has %u of %u segments", in_tree(), L.segments);
+  // Every class in use (each took a fresh span): the next wide span would
+  // let all their slots hold more than half the heap, so none widens.
+  for (std::uint32_t k = 0; k < L.classes; ++k) B.end_pass(B.get(k), k, 0);
+  const std::uint32_t after = B.get(c, true);
+  CHECK(slot_word::wide(after) == 0 && in_tree() == L.segments - (1u << m),
+        "wide blocks: with all %u classes in use a block widened %u times", L.classes, slot_word::wide(after));
+  B.end_pass(after, c, 0);
   std::printf("wide blocks: %" PRIu64 " B on %" PRIu64 " MiB: %zu blocks until the tree was empty, widened 0 .. %u "
-              "times (widths seen: %#x), the first %u objects; all back in the tree\n",
+              "times (widths seen: %#x), the first %u objects; all back in the tree; none with every class in use\n",
               bytes, heap_bytes >> 20, got.size(), L.cls[c].wide_most, widths,
               L.objects(c, slot_word::wide(got.front())));
 }

@@ -278,7 +278,7 @@ class blocks {
         arena_ + L_.hints_offset)[(detail::sm_id() % layout::hint_sms) * max_span_log2 + k - 1]);
   }
 
-  GPUALLOC_HD sweep_state& sweeps() const { return *reinterpret_cast<sweep_state*>(arena_ + L_.sweeps_offset); }
+  GPUALLOC_HD shared_state& shared() const { return *reinterpret_cast<shared_state*>(arena_ + L_.shared_offset); }
 
   // A block for a slot of class c: a queued one (Q3) or a fresh span
   // (its head), held by the slot, its pass started (B4), as a slot word's
@@ -300,6 +300,7 @@ class blocks {
     std::uint32_t seg = dequeue(c), wide;
     const bool fresh = seg == no_segment;
     if (fresh) {
+      if (L_.wide_classes != 0) note_in_use(c);
       // A wide span if a short search finds one, else the class's own.
       std::uint32_t k = L_.cls[c].span_log2 + (hot ? wide_for(c) : 0);
       for (bool own = k == L_.cls[c].span_log2;; own = true, k = L_.cls[c].span_log2) {
@@ -325,25 +326,38 @@ class blocks {
                             wide);
   }
 
-  // Wide blocks (layout.h): how far class c's next fresh block widens,
-  // the most that keeps every block its slots may hold at that width
-  // within half of the free segments, as two leaf words of the tree at
-  // random tell them (bit_tree.h estimate_size: no count to keep; a count
-  // kept in release raised the registers of examples/divisors' allocating
-  // kernel from 128 to 132, past two blocks of 256 threads per SM).
+  // Wide blocks (layout.h): how far class c's next fresh block widens:
+  // the most that keeps the blocks the slots of every class in use
+  // (classes_seen) may hold at that width within half of the free
+  // segments, counting each class's slots as c's (the budgets give the
+  // classes alike shares), and none while more than half of the heap is in
+  // use. The free segments are estimated from two leaf words of the tree at
+  // random (bit_tree.h estimate_size: no count to keep; a count kept in
+  // release raised the registers of examples/divisors' allocating kernel
+  // from 128 to 132, past two blocks of 256 threads per SM). Counting c
+  // alone let every class of a fill of 16 B - 4 KiB on 256 MiB widen, and
+  // the blocks they did not fill by its end left it dry at 53.6 % (main:
+  // 60 %; H100); so did counting c alone with the half-heap rule (55.9 %).
   GPUALLOC_HD std::uint32_t wide_for(std::uint32_t c) const {
     const class_info& ci = L_.cls[c];
     if (ci.wide_most == 0) return 0;
     const detail::bit_tree T = tree();
     const auto w = static_cast<std::uint32_t>(detail::walk_random::seeded().below(T.leaf_words()));
     const std::uint64_t room = T.estimate_size(w, (w + T.leaf_words() / 2) % T.leaf_words());
-    // With more than half of the heap in use, none widens: under a fill of
-    // many classes each class's rule alone let them all widen, and 16 B -
-    // 4 KiB on 256 MiB ran dry at 53.6 % (main: 60 %; H100). Unmeasured.
     if (2 * room < L_.segments) return 0;
+    const std::uint64_t in_use = detail::popcount(classes_seen().load(detail::relaxed) | std::uint64_t{1} << c);
     std::uint32_t wide = ci.wide_most;
-    while (wide > 0 && (std::uint64_t{ci.slot_blocks} << (ci.span_log2 + wide + 1)) > room) --wide;
+    while (wide > 0 && (in_use * ci.slot_blocks << (ci.span_log2 + wide + 1)) > room) --wide;
     return wide;
+  }
+  // Marks class c in use (wide_for) on its first fresh span since init:
+  // a load first, so that only a class's first spans write the word.
+  GPUALLOC_HD void note_in_use(std::uint32_t c) const {
+    const std::uint64_t bit = std::uint64_t{1} << c;
+    if ((classes_seen().load(detail::relaxed) & bit) == 0) classes_seen().fetch_or(bit, detail::relaxed);
+  }
+  GPUALLOC_HD detail::device_atomic<std::uint64_t> classes_seen() const {
+    return detail::device_atomic<std::uint64_t>(shared().classes_seen);
   }
   // Leaf words a search for a wide span reads before it settles for the
   // class's own span (a heap with room may still have no aligned run).
@@ -366,7 +380,7 @@ class blocks {
   // loop's test after the next fetch-add; testing before it took the
   // allocation kernels from 128 to 130 registers), which waits for the next cycle.
   __attribute__((noinline)) GPUALLOC_HD bool scavenge(std::uint32_t c) const {
-    detail::device_atomic<std::uint32_t> windows(sweeps().scavenged);
+    detail::device_atomic<std::uint32_t> windows(shared().scavenged);
     const std::uint32_t cycle = (L_.segments + scavenge_window - 1) / scavenge_window;
     const std::uint32_t span = 1u << L_.cls[c].span_log2;  // heads are aligned to it (wide ones to more)
     const std::uint32_t first = windows.fetch_add(1, detail::relaxed);

@@ -113,9 +113,9 @@
 //    back towards objects_wanted with span_objects_roomy, within one tree
 //    word and the head's bitmap). Only a prefetch widens (sm_slab.h P3:
 //    half of a block is out, so its class is in demand), and only as far
-//    as keeps every block the class's slots may hold at that width within
-//    half of the free segments, and not at all while more than half of the
-//    heap is in use (blocks.h wide_for); a slot's first block,
+//    as keeps every block the slots of all classes in use may hold at that
+//    width within half of the free segments, and not at all while more
+//    than half of the heap is in use (blocks.h wide_for); a slot's first block,
 //    and every refill's, stays narrow, so classes used a little hold what
 //    the budgets give them. The width is in the slot word (slot_word::wide)
 //    and in the head's record (segment_record::wide), so whoever handles a
@@ -204,12 +204,14 @@ struct segment_record {
 };
 static_assert(sizeof(segment_record) == 32);
 
-// P6's bookkeeping (sm_slab.h): its sweeps, and until when failing
-// requests skip them after one that let nothing go.
-struct sweep_state {
+// The heap's shared words: P6's bookkeeping (sm_slab.h: its sweeps, and
+// until when failing requests skip them after one that let nothing go),
+// the scavengers' windows, and the classes in use (wide blocks).
+struct shared_state {
   std::uint32_t sweeps;         // sweeps begun and ended: odd while one runs
   std::uint32_t scavenged;      // windows of segments handed to scavengers (blocks.h Q3)
   std::uint64_t barren_until;   // detail::now_ns() before which no sweep starts
+  std::uint64_t classes_seen;   // bit c: class c took a fresh span since init (blocks.h wide_for)
 };
 
 // The current and the next block of one class on one SM (sm_slab.h P1).
@@ -309,6 +311,7 @@ struct layout {
   std::uint32_t segments;  // 0: the arena is too small for anything
   std::uint32_t bitmap_words_log2;  // 64-bit words per segment (one bit per 16 B)
   std::uint32_t stretch;   // segments in each SM's stretch of the heap, a multiple of 64 (blocks.h search_start)
+  std::uint32_t wide_classes;  // classes that may widen (wide blocks)
   std::uint64_t slot_count;
   std::uint64_t queue_mask;  // ring entries per class - 1
   // arena offsets
@@ -317,7 +320,7 @@ struct layout {
   std::uint64_t slots_offset;    // slot_pair per slot
   std::uint64_t ends_offset;     // queue_bytes() per class: detail::queue_ends, entries, room
   std::uint64_t next_blocks_offset;  // detail::fill_count: blocks in slot pairs' `next` (sm_slab.h P4)
-  std::uint64_t sweeps_offset;   // sweep_state (sm_slab.h P6)
+  std::uint64_t shared_offset;   // shared_state
   std::uint64_t hints_offset;    // hint_count u32: where an SM's last span was found (blocks.h search_start)
   std::uint64_t rings_offset;    // queue_mask + 1 u32 per class
   std::uint64_t tree_offset;     // the segment tree
@@ -427,6 +430,7 @@ struct layout {
       while (ci.wide_most < max_wide && ci.span_log2 + ci.wide_most < max_span_log2 &&
              (std::uint64_t{ci.objects} << (ci.wide_most + 1)) <= (wanted < bitmap_bits ? wanted : bitmap_bits))
         ++ci.wide_most;
+      L.wide_classes += ci.wide_most > 0;
     }
 
     // As many segments as fit next to their tables.
@@ -446,8 +450,8 @@ struct layout {
       L.slots_offset = round_up(L.bitmaps_offset + g * bitmap_bytes, 128);
       L.ends_offset = round_up(L.slots_offset + L.slot_count * sizeof(slot_pair), 128);
       L.next_blocks_offset = L.ends_offset + L.classes * queue_bytes();
-      L.sweeps_offset = L.next_blocks_offset + sizeof(detail::fill_count);
-      L.hints_offset = L.sweeps_offset + sizeof(sweep_state);
+      L.shared_offset = L.next_blocks_offset + sizeof(detail::fill_count);
+      L.hints_offset = L.shared_offset + sizeof(shared_state);
       L.rings_offset = round_up(L.hints_offset + hint_count * sizeof(std::uint32_t), 128);
       L.tree_offset = round_up(L.rings_offset + L.classes * (L.queue_mask + 1) * sizeof(std::uint32_t), 128);
       L.data_offset = round_up(L.tree_offset + L.tree.words * sizeof(std::uint64_t), 4096);

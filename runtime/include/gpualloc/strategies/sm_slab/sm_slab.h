@@ -240,7 +240,7 @@ struct sm_slab {
     for (std::uint64_t i = thread; i < L.slot_count; i += threads) pairs[i] = {unfilled, unfilled << 32};
     if (thread == 0) {
       next_blocks(L, a.begin).value = 0;
-      sm_slab_parts::blocks(L, a.begin).sweeps() = {};
+      sm_slab_parts::blocks(L, a.begin).shared() = {};
     }
   }
 
@@ -561,7 +561,7 @@ struct sm_slab {
   __attribute__((noinline)) GPUALLOC_HD static bool close_idle_blocks(const sm_slab_parts::layout& L,
                                                                       std::byte* arena, std::uint32_t c) {
     using namespace sm_slab_parts;
-    sweep_state& S = blocks(L, arena).sweeps();
+    shared_state& S = blocks(L, arena).shared();
     detail::device_atomic<std::uint32_t> sweeps(S.sweeps);
     detail::device_atomic<std::uint64_t> barren_until(S.barren_until);
     const std::uint64_t start = detail::now_ns();
