@@ -249,7 +249,8 @@ void test_retired_until_scavenged(std::uint64_t heap_bytes, std::uint64_t bytes)
 // hold at that width fits in half of the free segments two leaf words at
 // random suggest (bit_tree.h estimate_size), narrower ones as the tree empties,
 // down to its own span once the room is gone; each aligned to its width,
-// and every segment back in the tree once all are released.
+// and every segment back in the tree once all are released. Once every
+// class has taken a span (classes_seen), none widens on the full tree.
 void test_wide_blocks(std::uint64_t heap_bytes, std::uint64_t bytes) {
   utilisation::heap H(strategy_id::sm_slab, heap_bytes);
   std::byte* const arena = H.get()->space.begin;
