@@ -297,7 +297,7 @@ class blocks {
   // H100, medians of 7 over three rounds). Out of line: refill and
   // prefetch share one copy (registers, sm_slab.h).
   __attribute__((noinline)) GPUALLOC_HD std::uint32_t get(std::uint32_t c, bool hot = false) const {
-    std::uint32_t seg = dequeue(c), wide;
+    std::uint32_t wide = 0, seg = dequeue(c, wide);
     const bool fresh = seg == no_segment;
     if (fresh) {
       if (L_.wide_classes != 0) note_in_use(c);
@@ -311,8 +311,6 @@ class blocks {
       if (k > 0) hint(k).store(k == max_span_log2 ? seg + 64 : seg, detail::relaxed);  // search_start
       wide = k - L_.cls[c].span_log2;
       format(seg, c, wide);
-    } else {
-      wide = wide_of(seg);  // the dequeue's acquire follows its format
     }
     // The pass starts: K positions to settle (B4); the count before is the
     // live objects (and positions of the last pass a straggler has yet to
@@ -554,12 +552,17 @@ class blocks {
     entries(c).add(1);
   }
 
-  // A queued block of class c, now held by a slot (Q1), or no_segment.
-  GPUALLOC_HD std::uint32_t dequeue(std::uint32_t c) const {
+  // A queued block of class c, now held by a slot (Q1), or no_segment;
+  // `wide` its widening. Kind and width are read with the ticket they
+  // belong to, before the claim that keeps it (so their loads overlap: a
+  // load of the width after the claim was one more trip to memory on each
+  // refill's path).
+  GPUALLOC_HD std::uint32_t dequeue(std::uint32_t c, std::uint32_t& wide) const {
     while (entries(c).try_take(1)) {
       const std::uint32_t seg = detail::index_slot<std::uint32_t>::take(ring(c).at(ends(c).reserve_front(1)));
       room(c).add(1);
       const std::uint64_t entered = holds(seg).load(detail::acquire);
+      wide = wide_of(seg);
       if (kind(seg) != c) continue;
       for (std::uint64_t seen = entered; (seen & (in_slot | queued)) == queued && (seen ^ entered) < one_ticket;)
         if (holds(seg).compare_exchange_strong(seen, (seen & ~queued) + in_slot, detail::acq_rel, detail::acquire))
