@@ -350,6 +350,9 @@ class blocks {
   }
   // Marks class c in use (wide_for) on its first fresh span since init:
   // a load first, so that only a class's first spans write the word.
+  // Relaxed: a hint, as the room estimate is. Nothing clears it before the
+  // heap's next init, so a program that has used every class widens no
+  // more (conservative: no more than the budgets' spans are held).
   GPUALLOC_HD void note_in_use(std::uint32_t c) const {
     const std::uint64_t bit = std::uint64_t{1} << c;
     if ((classes_seen().load(detail::relaxed) & bit) == 0) classes_seen().fetch_or(bit, detail::relaxed);
