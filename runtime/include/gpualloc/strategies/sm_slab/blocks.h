@@ -1,9 +1,9 @@
 // sm-slab's blocks: a span of 2^span_log2(c) segments (one, or up to 64 for
 // larger classes: layout.h says why), or 2^wide times that (layout.h wide
-// blocks), formatted for size class c is one block of K = objects(c) << wide
-// objects, with a free bitmap (bit set = object free), a
-// count of what is outstanding, and a queue per class of blocks worth
-// reusing (layout.h). A pass over the block hands out its positions
+// blocks), formatted for size class c is one block of K = objects(c) <<
+// wide objects, with a free bitmap (bit set = object free), a count of
+// what is outstanding, and a queue per class of blocks worth reusing
+// (layout.h). A pass over the block hands out its positions
 // 0..K-1 from the current word of the slot that holds it (sm_slab.h P1).
 // The block's first segment, its head, names it: its record, bitmap and
 // queue entries are the block's, its base is where object 0 lies; the other
@@ -208,16 +208,16 @@ class blocks {
     return (holds(slot_word::segment(cur)).load(detail::relaxed) & count_mask) == (taken < K ? K - taken : 0);
   }
 
-  // A slot lets go of `block` (a slot word's block half), current in a
-  // pass of class c that handed out `taken` positions (the final position
-  // of the word it replaced: sm_slab.h P1). Positions nobody was handed are settled here, in a fresh
-  // pass with their bits set (B1) unless no object is live: then the
-  // retirement releases the block (B2) and its next format writes the
-  // bitmap anyway. (Always setting them made P6's sweep, one thread walking
-  // every slot, write a word per 64 objects of every idle block, and a 4 GiB
-  // heap cleared of mixed sizes then served 1 MiB requests up to 41 % of it;
-  // then 97-98 %; H200.) The slot still holds the block while it settles,
-  // so no one releases it meanwhile.
+  // A slot lets go of `block` (a slot word's block half), current in a pass
+  // of class c that handed out `taken` positions (the final position of the
+  // word it replaced: sm_slab.h P1). Positions nobody was handed are settled
+  // here, in a fresh pass with their bits set (B1) unless no object is live:
+  // then the retirement releases the block (B2) and its next format writes
+  // the bitmap anyway. (Always setting them made P6's sweep, one thread
+  // walking every slot, write a word per 64 objects of every idle block, and
+  // a 4 GiB heap cleared of mixed sizes then served 1 MiB requests up to 41 %
+  // of it; then 97-98 %; H200.) The slot still holds the block while it
+  // settles, so no one releases it meanwhile.
   GPUALLOC_HD void end_pass(std::uint32_t block, std::uint32_t c, std::uint64_t taken) const {
     const std::uint32_t seg = slot_word::segment(block), K = L_.objects(c, slot_word::wide(block));
     if (taken < K) {

@@ -115,13 +115,14 @@
 //    half of a block is out, so its class is in demand), and only as far
 //    as keeps every block the slots of all classes in use may hold at that
 //    width within half of the free segments, and not at all while more
-//    than half of the heap is in use (blocks.h wide_for); a slot's first block,
-//    and every refill's, stays narrow, so classes used a little hold what
-//    the budgets give them. The width is in the slot word (slot_word::wide)
-//    and in the head's record (segment_record::wide), so whoever handles a
-//    block knows its K and its span. No layout of 16 GiB or more has a
-//    class that widens (the budgets narrow no span below objects_wanted
-//    there);
+//    than half of the heap is in use (blocks.h wide_for); a slot's first
+//    block, and every refill's, stays narrow, so classes used a little
+//    hold what the budgets give them. The width is in the slot word
+//    (slot_word::wide) and in the head's record (segment_record::wide), so
+//    whoever handles a block knows its K and its span. For 132 SMs (H100,
+//    H200) no layout of 16 GiB or more has a class that widens (the
+//    budgets narrow no span below objects_wanted there); for more SMs a
+//    few do (16 GiB on 144 SMs: one class, on 256 SMs: five);
 //  - queues: per class, a ring of segment indices with room for all
 //    segments (a queue that is full takes no more: blocks.h Q3).
 #pragma once

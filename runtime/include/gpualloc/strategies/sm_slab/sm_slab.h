@@ -95,11 +95,11 @@
 //  P3 A prefetch takes the lock only from an empty `next`, so it never
 //     waits; one leader per block crosses K/2. Its class is in demand, so
 //     its block may be wide (layout.h wide blocks); a refill's never is.
-//     The block it puts there has
-//     its pass started (blocks.h get: +K, and its width in `next`), so the
-//     refill that promotes it only exchanges current; no position of it is
-//     out until then. (A prefetch right after each refill instead gained
-//     nothing: 16 B 2.1x -> 2.3x `atomic`, 4 KiB 4.5x -> 4.4x, 8 KiB 9.7x
+//     The block it puts there has its pass started (blocks.h get: +K,
+//     and its width in `next`), so the refill that promotes it only
+//     exchanges current; no position of it is out until then. (A
+//     prefetch right after each refill instead gained nothing: 16 B
+//     2.1x -> 2.3x `atomic`, 4 KiB 4.5x -> 4.4x, 8 KiB 9.7x
 //     -> 12x; H200, 16 GiB. Crossing K/4 or the pass's first position
 //     instead of K/2 (2026-12-06): 8 KiB 0.210 -> 0.206 and
 //     0.208 ms, 1 KiB 7-10 % faster, but warm 4 KiB 0.148 -> 0.185 and
