@@ -157,39 +157,6 @@ GPUALLOC_INLINE bool checked_release(heap_header* h, strategy_id strategy, void*
   return true;
 }
 
-// With statistics or checked mode: the free of the program's pointer p
-// checked (checked mode) and counted; returns the block to give back to the
-// strategy, or nullptr when there is none (a bad free, reported, or in
-// checked mode a quarantine that pushed out no block). Out of line, so that
-// the strategy's free has one call site and the unchecked paths of every
-// kernel that frees keep their registers (wrapper/register-parity.test:
-// with this inlined, Ouroboros-C-VA's thrust_sort kernel was 8 registers
-// over its folded build; with hand_out_tracked out of line too, cfmalloc's
-// was).
-GPUALLOC_HD __attribute__((noinline)) inline void* take_back_tracked(heap_header* h, strategy_id strategy, void* p) {
-  void* block;
-  std::uint64_t released = 0;  // the bytes the program asked for
-  if (h->flags & heap_flag_checked) {
-    const checked::place at = checked::here(h);
-    if (!checked_release(h, strategy, p, at, &released)) return nullptr;
-    block = checked::enter_quarantine(h, checked::header_of(p));
-    if (block != nullptr) {
-      checked::check_freed_block(h, static_cast<checked::checked_header*>(block), checked::finder::eviction, at);
-      checked::release_to_strategy(static_cast<checked::checked_header*>(block));
-    }
-  } else {
-    // Statistics only: no checks. acq_rel: the free happens after every write the owner made to the block.
-    auto* header = static_cast<block_header*>(p) - 1;
-    std::uint32_t expected = block_live;
-    device_atomic<std::uint32_t>(header->tag).compare_exchange_strong(expected, block_freed, acq_rel);
-    released = header->requested;
-    block = header;
-  }
-  count(h->counters.frees, 1);
-  if (h->flags & heap_flag_stats) device_atomic<std::uint64_t>(h->counters.bytes_in_use).fetch_sub(released, relaxed);
-  return block;
-}
-
 // The paths that only a checked heap takes, out of line. A module that
 // libgpualloc joins for unchecked heaps has a trap in place of their
 // bodies (abi::checked_only_namespace): ptxas gives a kernel the registers
@@ -198,6 +165,25 @@ GPUALLOC_HD __attribute__((noinline)) inline void* take_back_tracked(heap_header
 // collect 6 (134 against 128: one block of 256 an SM instead of two, and
 // 2.01 ms against 1.17; H100).
 namespace checked_only {
+
+// Checked mode's free of the program's pointer p (checked_release, then the
+// quarantine): false for a bad free (reported and counted); else true, with
+// the bytes the program asked for in *released and in *block the block to
+// give back to the strategy, or nullptr when the quarantine pushed out none.
+// Here, not in take_back_tracked: with it there, sm-slab's free kernel took
+// 64 registers instead of 32 on heaps without checked mode (ptxas 13.0,
+// sm_90, the joined benchmark module).
+GPUALLOC_HD __attribute__((noinline)) inline bool take_back_checked(heap_header* h, strategy_id strategy, void* p,
+                                                                  void** block, std::uint64_t* released) {
+  const checked::place at = checked::here(h);
+  if (!checked_release(h, strategy, p, at, released)) return false;
+  *block = checked::enter_quarantine(h, checked::header_of(p));
+  if (*block != nullptr) {
+    checked::check_freed_block(h, static_cast<checked::checked_header*>(*block), checked::finder::eviction, at);
+    checked::release_to_strategy(static_cast<checked::checked_header*>(*block));
+  }
+  return true;
+}
 
 // A block drained from the quarantine, back to strategy S. Out of line:
 // inlined into the drain's loop, the CMalloc family's free took 11
@@ -221,6 +207,33 @@ GPUALLOC_HD __attribute__((noinline)) void* retry_after_drain(heap_header* h, st
 }
 
 }  // namespace checked_only
+
+// With statistics or checked mode: the free of the program's pointer p
+// checked (checked mode) and counted; returns the block to give back to the
+// strategy, or nullptr when there is none (a bad free, reported, or in
+// checked mode a quarantine that pushed out no block). Out of line, so that
+// the strategy's free has one call site and the unchecked paths of every
+// kernel that frees keep their registers (wrapper/register-parity.test:
+// with this inlined, Ouroboros-C-VA's thrust_sort kernel was 8 registers
+// over its folded build; with hand_out_tracked out of line too, cfmalloc's
+// was).
+GPUALLOC_HD __attribute__((noinline)) inline void* take_back_tracked(heap_header* h, strategy_id strategy, void* p) {
+  void* block;
+  std::uint64_t released = 0;  // the bytes the program asked for
+  if (h->flags & heap_flag_checked) {
+    if (!checked_only::take_back_checked(h, strategy, p, &block, &released)) return nullptr;
+  } else {
+    // Statistics only: no checks. acq_rel: the free happens after every write the owner made to the block.
+    auto* header = static_cast<block_header*>(p) - 1;
+    std::uint32_t expected = block_live;
+    device_atomic<std::uint32_t>(header->tag).compare_exchange_strong(expected, block_freed, acq_rel);
+    released = header->requested;
+    block = header;
+  }
+  count(h->counters.frees, 1);
+  if (h->flags & heap_flag_stats) device_atomic<std::uint64_t>(h->counters.bytes_in_use).fetch_sub(released, relaxed);
+  return block;
+}
 
 }  // namespace detail
 
