@@ -300,9 +300,9 @@ class blocks {
     std::uint32_t wide = 0, seg = dequeue(c, wide);
     const bool fresh = seg == no_segment;
     if (fresh) {
-      // One load of the classes in use serves both; the tree's words that
-      // wide_for reads are loaded before the first use of either, so the
-      // trips overlap.
+      // One load of the classes in use serves both; on a prefetch the
+      // tree words that wide_for reads are loaded before its first use,
+      // so their trips overlap.
       const std::uint64_t seen_classes = L_.wide_classes != 0 ? classes_seen().load(detail::relaxed) : 0;
       // A wide span if a short search finds one, else the class's own.
       std::uint32_t k = L_.cls[c].span_log2 + (hot ? wide_for(c, seen_classes) : 0);
