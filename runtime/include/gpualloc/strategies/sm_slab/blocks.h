@@ -92,8 +92,10 @@
 //     0 < count < K, its ticket) to queued with a new ticket; a format, a
 //     release or another scavenger in between changes the word, so the
 //     swap fails. The kind it checks is read after holds (acquire), and a
-//     format's ticket comes with release after the kinds (get), so the
-//     kind is that of the life the ticket names or of a later one; then
+//     value it acts on (no flag) was written with release by a thread
+//     ordered after the format (by the install that followed it: memory
+//     ordering, below), so the kind is that of the life the ticket names
+//     or of a later one; then
 //     the swap fails, or (a race the memory model allows) queues the block
 //     of the earlier life in c's queue, where its entry is stale: dequeue
 //     drops it, and Q2 releases the block once all of it is free.
@@ -112,7 +114,15 @@
 // freer's writes go with the object), fetch-and acquire. `holds`: every read-modify-write acq_rel (a free's
 // decrement on the device: release, and the releaser fences: free_decrement),
 // so the releaser is ordered after every free and settlement before it, and the
-// next formatter after the releaser (through the tree, bit_tree.h). (A free's
+// next formatter after the releaser (through the tree, bit_tree.h). Except
+// the add that starts a fresh block's first pass (get): relaxed, its result
+// unused, so that the refill does not wait for it. The tree claim before it
+// already acquired the last life's release; the value it writes has in_slot
+// set, which no reader acts on (Q1, Q3: those want it clear); and whoever
+// changes holds next is ordered after the install's release (current's
+// exchange, or `next`'s store), which comes after the add and the format.
+// (The add acq_rel, its result awaited, was one more trip to memory on the
+// path of every refill from the tree.) (A free's
 // decrement relaxed, with the releaser waiting for every bit instead, made
 // frees slower, not faster: H100, 16 B 0.076 -> 0.14 ms.) Queue entries:
 // index_queue.h.
@@ -297,6 +307,10 @@ class blocks {
   // H100, medians of 7 over three rounds). Out of line: refill and
   // prefetch share one copy (registers, sm_slab.h).
   __attribute__((noinline)) GPUALLOC_HD std::uint32_t get(std::uint32_t c, bool hot = false) const {
+    // Where a search for the class's own span starts, loaded before the
+    // queue's count: on a fresh heap the queue is empty, and the two trips
+    // overlap instead of following each other.
+    const std::uint32_t own_start = search_start(L_.cls[c].span_log2);
     std::uint32_t wide = 0, seg = dequeue(c, wide);
     const bool fresh = seg == no_segment;
     if (fresh) {
@@ -308,7 +322,8 @@ class blocks {
       std::uint32_t k = L_.cls[c].span_log2 + (hot ? wide_for(c, seen_classes) : 0);
       if (L_.wide_classes != 0) note_in_use(c, seen_classes);
       for (bool own = k == L_.cls[c].span_log2;; own = true, k = L_.cls[c].span_log2) {
-        seg = tree().claim_aligned_from(search_start(k), k, detail::sm_id() + c, own ? ~0u : wide_search_words);
+        seg = tree().claim_aligned_from(own ? own_start : search_start(k), k, detail::sm_id() + c,
+                                        own ? ~0u : wide_search_words);
         if (seg != detail::bit_tree::none || own) break;
       }
       if (seg == detail::bit_tree::none) return 0;
@@ -323,9 +338,12 @@ class blocks {
     // took the churn kernel from 124 to 128 registers and its rounds from
     // 109 to 178 ms: 16 B at 95 % of 2 GiB, H200.)
     const std::uint32_t K = L_.objects(c, wide);
-    const std::uint64_t before = holds(seg).fetch_add((fresh ? one_ticket + in_slot : 0) + K, detail::acq_rel);
-    return slot_word::block(seg, slot_word::width_for(static_cast<std::uint32_t>(before & count_mask), K), fresh,
-                            wide);
+    std::uint32_t width = 0;  // a fresh block's, all its objects free
+    if (fresh)  // relaxed, its result unused: memory ordering at the top
+      holds(seg).fetch_add(one_ticket + in_slot + K, detail::relaxed);
+    else
+      width = slot_word::width_for(static_cast<std::uint32_t>(holds(seg).fetch_add(K, detail::acq_rel) & count_mask), K);
+    return slot_word::block(seg, width, fresh, wide);
   }
 
   // Wide blocks (layout.h): how far class c's next fresh block widens:
@@ -630,8 +648,8 @@ class blocks {
   // its kinds, and its bitmap clear for its first pass (B1). Its holds come
   // after, in get: since its release (B2) they have been its ticket and
   // nothing else (no flag, count 0: no object, position or queue entry can
-  // change them), so the add that starts its pass (acq_rel: Q3's kinds
-  // before the ticket) also gives it a new ticket and in_slot. Tails keep
+  // change them), so the add that starts its pass (relaxed: memory
+  // ordering, at the top) also gives it a new ticket and in_slot. Tails keep
   // their holds as they were at their last release (count 0, no flag): a
   // stale queue entry that reaches one touches nothing (Q1).
   GPUALLOC_HD void format(std::uint32_t seg, std::uint32_t c, std::uint32_t wide) const {
