@@ -240,8 +240,14 @@ class bit_tree {
   }
 
   // Bit b of v's aligned runs of n (a power of two <= 64): bits b .. b+n-1
-  // of v all set, b a multiple of n.
+  // of v all set, b a multiple of n. Single bits return at once: the mask
+  // below is a 64-bit division, a call of some seventy instructions (ncu,
+  // sm_90), which every refill of a class of one segment made. (Without
+  // the division, by shifts or immediates, ptxas gave examples/divisors'
+  // allocating kernel 130-134 registers instead of 128, past two blocks of
+  // 256 threads per SM.)
   GPUALLOC_HD static std::uint64_t aligned_runs(std::uint64_t v, std::uint32_t n) {
+    if (n == 1) return v;
     for (std::uint32_t s = 1; s < n; s <<= 1) v &= v >> s;
     return v & (~std::uint64_t{0} / low_bits(n));  // one bit every n: 0x5555.. for 2, 1 for 64
   }
