@@ -176,8 +176,8 @@
 // sum of the frames along its deepest call chain (a kernel that calls one
 // function alone, ptxas 13.0, sm_90: the leader's claim, made out of line, 86;
 // refill 56; get 38; the front end adds about 30). The benchmark's
-// allocation kernel runs with 114 (ncu, H100 and H200, the joined module,
-// 2026-12-06; 124 on 2026-12-03), two blocks of 256 threads per SM where
+// allocation kernel runs with 118 (ncu, H100, the joined module,
+// 2026-12-07; 114 on 2026-12-06, 124 on 2026-12-03), two blocks of 256 threads per SM where
 // `atomic`'s 61 allow four. Capping the module at 64 (--maxrregcount at compile time,
 // which spills around the slow calls) took 16 B requests from 2.03x to
 // 1.86x `atomic` but 256 B from 1.82x to 2.66x, and examples/divisors'
