@@ -309,7 +309,9 @@ class blocks {
   __attribute__((noinline)) GPUALLOC_HD std::uint32_t get(std::uint32_t c, bool hot = false) const {
     // Where a search for the class's own span starts, loaded before the
     // queue's count: on a fresh heap the queue is empty, and the two trips
-    // overlap instead of following each other.
+    // overlap instead of following each other. (A refill that dequeues a
+    // block loads it for nothing; warm 4 and 8 KiB gained all the same:
+    // without this and the relaxed add below, 1.04x the time; H100.)
     const std::uint32_t own_start = search_start(L_.cls[c].span_log2);
     std::uint32_t wide = 0, seg = dequeue(c, wide);
     const bool fresh = seg == no_segment;
@@ -642,6 +644,7 @@ class blocks {
       words[i] = words[i + 1] = 0;
 #endif
     };
+    static_assert(min_segment_log2 - min_object_log2 - 6 >= 1, "every head's bitmap holds two words or more");
     std::uint32_t i = 0;
     for (; i + 8 <= n; i += 8) clear_two(i), clear_two(i + 2), clear_two(i + 4), clear_two(i + 6);
     for (; i < n; i += 2) clear_two(i);
