@@ -19,13 +19,21 @@ inline constexpr auto acquire = cuda::memory_order_acquire;
 inline constexpr auto release = cuda::memory_order_release;
 inline constexpr auto acq_rel = cuda::memory_order_acq_rel;
 
-// Fence-based acquire for code whose atomics read without acquire on the
-// device and with it on the host: ThreadSanitizer does not model fences, so
-// the host build orders each read itself and needs no fence.
+// Fence-based acquire and release for code whose atomics are relaxed on the
+// device and ordered on the host: ThreadSanitizer does not model fences, so
+// the host build orders each operation itself and needs no fence. (One
+// release fence before several writes costs one fence; on sm_90 a release
+// read-modify-write is a fence of its own, which also waits for the
+// thread's earlier atomics.)
 // `device_or_host(d, h)` is such an operation's order: d on the device, h on the host.
 GPUALLOC_HD inline void acquire_fence_on_device() {
 #if GPUALLOC_ON_DEVICE
   cuda::atomic_thread_fence(acquire, cuda::thread_scope_device);
+#endif
+}
+GPUALLOC_HD inline void release_fence_on_device() {
+#if GPUALLOC_ON_DEVICE
+  cuda::atomic_thread_fence(release, cuda::thread_scope_device);
 #endif
 }
 GPUALLOC_HD constexpr cuda::memory_order device_or_host(cuda::memory_order on_device, cuda::memory_order on_host) {
