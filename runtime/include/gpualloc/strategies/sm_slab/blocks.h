@@ -246,7 +246,8 @@ class blocks {
   GPUALLOC_HD void give_back(std::uint32_t seg, std::uint32_t w, std::uint64_t bits, std::uint32_t lanes) const {
     // Both addresses first: after the fence (and after an atomic) the
     // compiler would load the layout's offsets again, one more trip to
-    // memory before each atomic (ncu: a quarter of the fence's cost).
+    // memory before each atomic (ncu: those two waits took as many samples
+    // as the fence; then frees took the time they took with two fences).
     const detail::device_atomic<std::uint64_t> word(bitmap(seg)[w]);
     const auto count = holds(seg);
     detail::release_fence_on_device();  // one fence for both (free_bits, free_decrement)
