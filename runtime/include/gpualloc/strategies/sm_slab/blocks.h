@@ -246,8 +246,8 @@ class blocks {
   GPUALLOC_HD void give_back(std::uint32_t seg, std::uint32_t w, std::uint64_t bits, std::uint32_t lanes) const {
     // Both addresses first: after the fence (and after an atomic) the
     // compiler would load the layout's offsets again, one more trip to
-    // memory before each atomic (ncu: those two waits took as many samples
-    // as the fence; then frees took the time they took with two fences).
+    // memory before each atomic. (ncu: those two waits took as many samples
+    // as the fence, and with them one fence was no faster than two.)
     const detail::device_atomic<std::uint64_t> word(bitmap(seg)[w]);
     const auto count = holds(seg);
     detail::release_fence_on_device();  // one fence for both (free_bits, free_decrement)
@@ -560,7 +560,7 @@ class blocks {
   // before B2; Q2's compare-and-swap is acq_rel), so the others skip an
   // acquire's L1 invalidation. (With each release operation a fence of its
   // own, the second fence waited for the fetch-or to come back: 2^20 frees
-  // of 16 B, ncu, H100: the two fences and the decrement's result 730 of
+  // of 16 B, ncu, H100: the two fences and the decrement's result 670 of
   // 1,873 samples, now 506 of 1,854. 2^20 frees on a fresh 16 GiB heap,
   // medians of 7 over four rounds in two calls: 0.94-0.98 of the time
   // before at one size 64 B - 8 KiB and at mixed sizes, 16 B 1.01; small
