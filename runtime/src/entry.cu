@@ -47,14 +47,36 @@ __device__ unsigned reported_missing_heap = 0;
 // The heap, or null (after one message) when libgpualloc did not set up this
 // module (the program runs without libgpualloc) or set it up with a heap of
 // another gpualloc version. Allocations then return NULL and frees do nothing.
-__device__ gpualloc::heap_header* current_heap() {
-  gpualloc::heap_header* h = __gpualloc_heap;
-  if (h != nullptr && h->magic == gpualloc::heap_magic) [[likely]]
-    return h;
+__device__ bool usable(const gpualloc::heap_header* h) { return h != nullptr && h->magic == gpualloc::heap_magic; }
+
+__device__ void report_missing_heap(const gpualloc::heap_header* h) {
   if (atomicExch(&reported_missing_heap, 1u) == 0)
     printf(h == nullptr ? "gpualloc: device allocation in a module whose heap libgpualloc did not set up (link with "
                           "gpualloc-clang++ or LD_PRELOAD libgpualloc.so): malloc returns NULL\n"
                         : "gpualloc: this module's heap was made by another gpualloc version: malloc returns NULL\n");
+}
+
+__device__ gpualloc::heap_header* current_heap() {
+  gpualloc::heap_header* h = __gpualloc_heap;
+  if (usable(h)) [[likely]]
+    return h;
+  report_missing_heap(h);
+  return nullptr;
+}
+
+// current_heap() for a free of p: null for free(NULL) too. The heap is
+// checked before p is tested, so that its loads overlap the caller's load
+// of p instead of following it; the empty asm keeps them on both paths.
+// (2^20 frees on a fresh 16 GiB heap, H100, two rounds: 0.95-0.98 of the
+// time at every one of the README's ten points.)
+__device__ gpualloc::heap_header* heap_to_free_into(const void* p) {
+  gpualloc::heap_header* const h = __gpualloc_heap;
+  const bool ready = usable(h);
+  asm volatile("" ::"r"(static_cast<unsigned>(ready)));
+  if (p == nullptr) return nullptr;
+  if (ready) [[likely]]
+    return h;
+  report_missing_heap(h);
   return nullptr;
 }
 
@@ -64,8 +86,7 @@ __device__ void* allocate(std::size_t size, gpualloc::coalescing how) {
 }
 
 __device__ void deallocate(void* p, gpualloc::coalescing how) {
-  if (p == nullptr) return;
-  if (gpualloc::heap_header* h = current_heap()) gpualloc::heap_free(h, p, this_strategy, how);
+  if (gpualloc::heap_header* h = heap_to_free_into(p)) gpualloc::heap_free(h, p, this_strategy, how);
 }
 
 __device__ void* allocate_aligned(std::size_t size, std::size_t align, gpualloc::coalescing how) {
@@ -74,8 +95,7 @@ __device__ void* allocate_aligned(std::size_t size, std::size_t align, gpualloc:
 }
 
 __device__ void deallocate_aligned(void* p, std::size_t align, gpualloc::coalescing how) {
-  if (p == nullptr) return;
-  if (gpualloc::heap_header* h = current_heap()) gpualloc::heap_free_aligned(h, p, align, this_strategy, how);
+  if (gpualloc::heap_header* h = heap_to_free_into(p)) gpualloc::heap_free_aligned(h, p, align, this_strategy, how);
 }
 
 }  // namespace
