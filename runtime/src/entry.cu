@@ -67,8 +67,8 @@ __device__ gpualloc::heap_header* current_heap() {
 // current_heap() for a free of p: null for free(NULL) too. The heap is
 // checked before p is tested, so that its loads overlap the caller's load
 // of p instead of following it; the empty asm keeps them on both paths.
-// (2^20 frees on a fresh 16 GiB heap, H100, two rounds: 0.95-0.98 of the
-// time at every one of the README's ten points.)
+// (2^20 frees on a fresh 16 GiB heap, H100, four rounds, two in each
+// order: 0.95-0.99 of the time at every one of the README's ten points.)
 __device__ gpualloc::heap_header* heap_to_free_into(const void* p) {
   gpualloc::heap_header* const h = __gpualloc_heap;
   const bool ready = usable(h);
