@@ -4,7 +4,9 @@
 //    e.g. nvvm-reflect-ftz), no identification metadata;
 //  - after linking, runtime functions carry M's target-cpu/target-features
 //    (the runtime is built for the oldest supported GPU), so they compile
-//    for M's GPU and can be inlined into M's kernels;
+//    for M's GPU and can be inlined into M's kernels; its fences (abi.h's
+//    inline assembly) are LLVM fences at device scope, which the backend
+//    makes one-way where M's GPU has them;
 //  - only abi.h's module globals (heap, ABI version, pin marker) from the
 //    runtime are visible outside M; they are weak, so a module may hold the
 //    runtime twice (-fgpu-rdc translation units) and keep one heap.
@@ -21,6 +23,9 @@
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/DiagnosticInfo.h"
+#include "llvm/IR/InlineAsm.h"
+#include "llvm/IR/InstIterator.h"
+#include "llvm/IR/Instructions.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IRReader/IRReader.h"
@@ -106,6 +111,25 @@ void makeLookLikePartOf(Module& RT, const Module& M, bool Inline) {
   }
 }
 
+// abi.h's fences, written as inline assembly for the runtime's GPU, made
+// LLVM fences at device scope.
+void lowerFences(Module& RT) {
+  LLVMContext& Ctx = RT.getContext();
+  const SyncScope::ID Device = Ctx.getOrInsertSyncScopeID("device");
+  SmallVector<std::pair<CallInst*, AtomicOrdering>, 16> Fences;
+  for (Function& F : RT)
+    for (Instruction& I : instructions(F))
+      if (auto* Call = dyn_cast<CallInst>(&I))
+        if (auto* Asm = dyn_cast<InlineAsm>(Call->getCalledOperand())) {
+          if (Asm->getAsmString() == ref(abi::release_fence_asm)) Fences.push_back({Call, AtomicOrdering::Release});
+          if (Asm->getAsmString() == ref(abi::acquire_fence_asm)) Fences.push_back({Call, AtomicOrdering::Acquire});
+        }
+  for (auto [Call, Order] : Fences) {
+    new FenceInst(Ctx, Order, Device, Call->getIterator());
+    Call->eraseFromParent();
+  }
+}
+
 // M's own target-cpu and target-features, from its first function with them.
 std::pair<Attribute, Attribute> userTarget(const Module& M) {
   for (const Function& F : M)
@@ -135,6 +159,7 @@ bool linkRuntime(Module& M, StringRef Strategy, bool Inline) {
     return false;
   }
   makeLookLikePartOf(*RT, M, Inline);
+  lowerFences(*RT);
   // The module globals are for libgpualloc, which finds them by name: keep
   // them even where nothing in M uses them.
   SmallVector<GlobalValue*, 4> Kept;

@@ -28,6 +28,12 @@ std::string with_trap_body(std::string_view definition) {
   return std::string(definition.substr(0, i)) + "{\n\ttrap;\n\tret;\n}\n";
 }
 
+// Every occurrence of `from` in `text` replaced by `to`.
+void replace_all(std::string& text, std::string_view from, std::string_view to) {
+  for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+}
+
 bool is_checked_only(const ptx::statement& st) {
   return st.is_function && st.has_body && st.name.find(abi::checked_only_namespace) != std::string_view::npos;
 }
@@ -37,10 +43,11 @@ bool is_checked_only(const ptx::statement& st) {
 joined_module join(std::string_view user_ptx, std::string_view runtime_ptx, bool checked_heap) {
   const std::vector<ptx::statement> user = ptx::split(user_ptx), runtime = ptx::split(runtime_ptx);
 
-  int user_version = -1, runtime_version = -1;
+  int user_version = -1, runtime_version = -1, user_sm = -1;
   std::set<std::string_view> user_defines, runtime_defines;
   for (const ptx::statement& st : user) {
     if (st.directive == ".version") user_version = ptx::version_number(st.text);
+    if (st.directive == ".target") user_sm = ptx::target_sm(st.text);
     if (defines(st)) user_defines.insert(st.name);
   }
   for (const ptx::statement& st : runtime) {
@@ -83,6 +90,12 @@ joined_module join(std::string_view user_ptx, std::string_view runtime_ptx, bool
     ptx += st.is_function && st.has_body ? inliner.inline_calls(st.text) : std::string(st.text);
   }
   ptx += '\n';
+  // The runtime's fences, in its functions and where the module inlined
+  // them, one-way where the module's GPU has them (abi.h).
+  if (user_sm >= abi::one_way_fence_sm && std::max(user_version, runtime_version) >= abi::one_way_fence_ptx_version) {
+    replace_all(ptx, abi::release_fence_asm, abi::release_fence_sm90);
+    replace_all(ptx, abi::acquire_fence_asm, abi::acquire_fence_sm90);
+  }
   return out;
 }
 

@@ -7,7 +7,8 @@
 //             user's .target and .address_size)
 //   runtime   its statements, without its header; for an unchecked heap,
 //             the functions only a checked heap reaches
-//             (abi::checked_only_namespace) with a trap for a body
+//             (abi::checked_only_namespace) with a trap for a body; for a
+//             .target of sm_90 or later, its fences one-way (abi.h)
 //   user      its statements, without its .extern declarations of the entry
 //             points (the runtime above defines them) and without its weak
 //             definitions the runtime has too (the heap and ABI globals of a

@@ -152,4 +152,16 @@ int version_number(std::string_view text) {
   return major * 100 + minor;
 }
 
+int target_sm(std::string_view text) {
+  const std::size_t at = text.find(".target");
+  if (at == std::string_view::npos) return -1;
+  const std::size_t sm = text.find("sm_", at);
+  if (sm == std::string_view::npos) return -1;
+  int number = 0;
+  bool any = false;
+  for (std::size_t i = sm + 3; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i)
+    number = number * 10 + (text[i] - '0'), any = true;
+  return any ? number : -1;
+}
+
 }  // namespace gpualloc::ptx

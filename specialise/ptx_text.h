@@ -33,4 +33,7 @@ std::vector<statement> split(std::string_view module);
 // "8.8" of `.version 8.8` as 8 * 100 + 8, or -1.
 int version_number(std::string_view version_directive_text);
 
+// 90 of `.target sm_90a` (the first sm_ name of the directive), or -1.
+int target_sm(std::string_view target_directive_text);
+
 }  // namespace gpualloc::ptx

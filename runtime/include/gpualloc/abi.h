@@ -61,6 +61,24 @@ constexpr bool is_entry_point(std::string_view name) {
 // the join finds them by this word of their mangled names.
 inline constexpr std::string_view checked_only_namespace = "checked_only";
 
+// One-way fences at GPU scope. The runtime is built for the oldest GPU,
+// where the lightest fence is the two-way fence.acq_rel; from sm_90 with
+// PTX ISA 8.6, fence.release skips the acquire's invalidation of the SM's
+// L1 and fence.acquire the release's wait for the thread's writes. The
+// runtime writes each as this inline assembly, valid PTX for every GPU
+// (detail/atomic.h); the pass turns it into LLVM's fence at device scope,
+// which the backend lowers for the module's GPU (pinned modules), and the
+// join into the one-way fence where the module's .target is sm_90 or later
+// (specialise/join.h).
+#define GPUALLOC_RELEASE_FENCE_ASM "fence.acq_rel.gpu; // gpualloc: release fence"
+#define GPUALLOC_ACQUIRE_FENCE_ASM "fence.acq_rel.gpu; // gpualloc: acquire fence"
+inline constexpr std::string_view release_fence_asm = GPUALLOC_RELEASE_FENCE_ASM;
+inline constexpr std::string_view acquire_fence_asm = GPUALLOC_ACQUIRE_FENCE_ASM;
+inline constexpr std::string_view release_fence_sm90 = "fence.release.gpu;";
+inline constexpr std::string_view acquire_fence_sm90 = "fence.acquire.gpu;";
+inline constexpr int one_way_fence_sm = 90;            // the oldest GPU with them
+inline constexpr int one_way_fence_ptx_version = 806;  // and the PTX ISA (8.6, as ptx::version_number counts)
+
 // Module globals.
 inline constexpr std::string_view heap_variable = "__gpualloc_heap";  // heap_header*, written by libgpualloc
 inline constexpr std::string_view abi_variable = "__gpualloc_abi";    // u32 = version, where runtime code is
