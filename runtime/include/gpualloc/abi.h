@@ -64,7 +64,8 @@ inline constexpr std::string_view checked_only_namespace = "checked_only";
 // One-way fences at GPU scope. The runtime is built for the oldest GPU,
 // where the lightest fence is the two-way fence.acq_rel; from sm_90 with
 // PTX ISA 8.6, fence.release skips the acquire's invalidation of the SM's
-// L1 and fence.acquire the release's wait for the thread's writes. The
+// L1 (ptxas 13.0, sm_90: no CCTL.IVALL after its MEMBAR), and fence.acquire
+// need not wait for the thread's writes (not checked in SASS). The
 // runtime writes each as this inline assembly, valid PTX for every GPU
 // (detail/atomic.h); the pass turns it into LLVM's fence at device scope,
 // which the backend lowers for the module's GPU (pinned modules), and the
