@@ -103,6 +103,16 @@ void test_layouts() {
                 L.tree_offset < L.data_offset && L.data_offset + (std::uint64_t{L.segments} << L.segment_log2) <= bytes,
             "layout: %" PRIu64 " B on %u SMs: tables out of order or past the arena", bytes, sms);
       CHECK(L.queue_mask + 1 >= L.segments, "layout: %" PRIu64 " B: a queue holds fewer than the segments", bytes);
+      // The SMs' stretches (blocks.h search_start) lie in the heap, after
+      // the words where single segments are searched wherever it has room.
+      CHECK(L.stretch % 64 == 0 && L.spans_from % 64 == 0 &&
+                (L.segments < layout::single_words_apart * 64 ? L.spans_from == 0
+                                                               : L.spans_from == layout::single_words * 64) &&
+                (L.spans_from == 0 ||
+                 L.spans_from + std::uint64_t{L.stretch} * std::min<std::uint64_t>(sms, layout::hint_sms) <=
+                     L.segments),
+            "layout: %" PRIu64 " B on %u SMs: stretches of %u segments from %u past %u segments", bytes, sms,
+            L.stretch, L.spans_from, L.segments);
       std::uint64_t buffered = 0, small = 0, slots = 0;  // small: the slots' bytes of classes up to 8 KiB
       std::uint32_t narrowed = 0;          // classes whose span the budget narrowed
       std::uint32_t wide = 0, wide_small = 0;  // classes (up to 8 KiB) whose span is wider than objects_wanted asks

@@ -285,8 +285,9 @@ class blocks {
   // blocks; instrumented, H100; layout.h slots).
   GPUALLOC_HD std::uint32_t search_start(std::uint32_t k) const {
     const std::uint32_t sm = detail::sm_id() % layout::hint_sms;
-    if (k == 0) return sm % 64 * 64;
-    const std::uint64_t stretch = std::uint64_t{sm} * L_.stretch % L_.segments / 64 * 64;
+    if (k == 0) return sm % layout::single_words * 64;
+    const std::uint64_t stretch =
+        L_.spans_from + std::uint64_t{sm} * L_.stretch % (L_.segments - L_.spans_from) / 64 * 64;
     const std::uint32_t h = hint(k).load(detail::relaxed);
     const std::uint64_t first = stretch + (k == max_span_log2 ? L_.stretch / 2 / 64 * 64 : 0);
     return h >= stretch && h < stretch + L_.stretch ? h : static_cast<std::uint32_t>(first);

@@ -312,6 +312,7 @@ struct layout {
   std::uint32_t segments;  // 0: the arena is too small for anything
   std::uint32_t bitmap_words_log2;  // 64-bit words per segment (one bit per 16 B)
   std::uint32_t stretch;   // segments in each SM's stretch of the heap, a multiple of 64 (blocks.h search_start)
+  std::uint32_t spans_from;  // where the first stretch starts: after single segments' words on a large heap (same)
   std::uint32_t wide_classes;  // classes that may widen (wide blocks)
   std::uint64_t slot_count;
   std::uint64_t queue_mask;  // ring entries per class - 1
@@ -443,7 +444,8 @@ struct layout {
       if (g == 0) break;
       L.segments = static_cast<std::uint32_t>(g);
       L.tree = detail::bit_tree_layout::make(L.segments);
-      L.stretch = static_cast<std::uint32_t>(g / (sms < hint_sms ? sms : hint_sms) / 64 * 64);
+      L.spans_from = g >= single_words_apart * 64 ? single_words * 64 : 0;
+      L.stretch = static_cast<std::uint32_t>((g - L.spans_from) / (sms < hint_sms ? sms : hint_sms) / 64 * 64);
       if (L.stretch == 0) L.stretch = 64;
       L.queue_mask = (std::uint64_t{1} << detail::ceil_log2(g)) - 1;
       L.records_offset = 0;
@@ -465,6 +467,12 @@ struct layout {
   // segment (blocks.h search_start).
   static constexpr std::uint64_t hint_sms = 256;
   static constexpr std::uint64_t hint_count = hint_sms * max_span_log2;
+  // Single segments are searched from the lowest single_words words of the
+  // tree (blocks.h search_start); on a heap of single_words_apart times
+  // those words or more, the stretches where spans are searched start after
+  // them.
+  static constexpr std::uint32_t single_words = 64;
+  static constexpr std::uint32_t single_words_apart = 8 * single_words;
 
   // One class's queue: its ends, the entries in it and the room left (blocks.h).
   static constexpr std::uint64_t queue_bytes() {
