@@ -282,7 +282,19 @@ class blocks {
   // stretch's start they walked word by word past the words the smaller
   // spans were cutting (the 8 KiB class's claims in 2^20 requests of
   // 16 B - 8 KiB took 34,000 cycles each instead of 16,000 with 512-object
-  // blocks; instrumented, H100; layout.h slots).
+  // blocks; instrumented, H100; layout.h slots). On a heap with room, the
+  // stretches start after the single segments' words (layout.h
+  // spans_from): the slots of the classes of one segment keep a current
+  // and a next block per SM there, and the SMs whose stretches lay in
+  // those words (0-4 of 132 on 16 GiB) found no aligned span in them, so
+  // every claim landed past the stretch, whose hint then sent the next
+  // search back to its start. In one process, warm 4 KiB requests after
+  // rounds of 16 B .. 1 KiB took 0.171 ms, 0.122 without them (ncu: the
+  // searches skipped 674 words, against 1), 8 KiB 0.177 and 0.129; with
+  // the stretches moved, 0.80x and 0.81x the time of before, warm 16 B -
+  // 8 KiB 0.81x, the other points within 2.5 %; on a fresh heap within
+  // 2 %, 16 B - 8 KiB 0.91x (2^20 requests, 16 GiB, H100, medians of 7,
+  // one round in each order).
   GPUALLOC_HD std::uint32_t search_start(std::uint32_t k) const {
     const std::uint32_t sm = detail::sm_id() % layout::hint_sms;
     if (k == 0) return sm % layout::single_words * 64;
