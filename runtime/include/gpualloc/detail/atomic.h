@@ -29,8 +29,9 @@ inline constexpr auto acq_rel = cuda::memory_order_acq_rel;
 // `device_or_host(d, h)` is such an operation's order: d on the device, h on the host.
 // On the device they are abi.h's fences, which become one-way fences on
 // GPUs that have them. (2^20 frees, fresh 16 GiB heap, H100: fence.release
-// instead of fence.acq_rel, which also invalidates the SM's L1, 0.90-0.96 of
-// the time at one size, 0.94-0.99 at mixed sizes; two rounds.)
+// instead of fence.acq_rel, which also invalidates the SM's L1, 0.88-0.94 of
+// the time at one size, 0.92-1.03 at mixed sizes; three rounds, the joined
+// build against the one before.)
 GPUALLOC_HD inline void acquire_fence_on_device() {
 #if GPUALLOC_ON_DEVICE
   asm volatile(GPUALLOC_ACQUIRE_FENCE_ASM ::: "memory");

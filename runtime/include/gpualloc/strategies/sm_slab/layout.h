@@ -312,7 +312,7 @@ struct layout {
   std::uint32_t segments;  // 0: the arena is too small for anything
   std::uint32_t bitmap_words_log2;  // 64-bit words per segment (one bit per 16 B)
   std::uint32_t stretch;   // segments in each SM's stretch of the heap, a multiple of 64 (blocks.h search_start)
-  std::uint32_t spans_from;  // where the first stretch starts: after single segments' words on a large heap (same)
+  std::uint32_t spans_from;  // where the first stretch starts: past single segments' words on a large heap (search_start)
   std::uint32_t wide_classes;  // classes that may widen (wide blocks)
   std::uint64_t slot_count;
   std::uint64_t queue_mask;  // ring entries per class - 1
