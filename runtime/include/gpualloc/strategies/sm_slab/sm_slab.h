@@ -170,7 +170,13 @@
 // the leader's release, every lane's writes before it.
 //
 // Rare paths (refill, prefetch, lanes alone, runs, settlements of missed
-// positions and the count's transitions) are out of line. Registers: a
+// positions and the count's transitions) are out of line. Rare is not
+// free: on a fresh heap each slot's first refill runs its path from code
+// the SM's instruction caches do not hold, and a kernel of one 16 B
+// request spent 45 % of its stall samples on instruction fetch, most at
+// the ends of the rare blocks inlined in blocks.h get that the path jumps
+// over (ncu PC sampling, H100, 2026-12-08): about half of the 10 us a
+// small launch pays over `atomic` (README, Status). Registers: a
 // call does not give the caller's registers to the callee; ptxas keeps the
 // values live across it in registers of their own, so a kernel needs the
 // sum of the frames along its deepest call chain (a kernel that calls one
